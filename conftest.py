@@ -1,0 +1,61 @@
+"""pytest configuration shared by the unit tests and the chapters.
+
+The chapters are MyST-Markdown notebooks (``book/*.md`` with a jupytext header).  nbval collects
+only ``.ipynb`` files, so this collector hands each chapter to nbval read through jupytext; run
+``pytest --nbval-lax book`` to execute them.  Cells are tested with ``assert`` statements.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from unittest import mock
+
+import jupytext
+import nbformat
+import pytest
+import torch
+
+BOOK = Path(__file__).parent / "book"
+
+
+class _JupytextFormat:
+    """``nbformat`` as nbval sees it, except that ``read`` understands MyST notebooks."""
+
+    def __getattr__(self, name):
+        return getattr(nbformat, name)
+
+    @staticmethod
+    def read(path, as_version):
+        return jupytext.read(path, as_version=as_version) if str(path).endswith(".md") else nbformat.read(path, as_version)
+
+
+def _is_chapter(path: Path) -> bool:
+    if path.suffix != ".md" or BOOK not in path.parents:
+        return False
+    with open(path, encoding="utf-8") as f:
+        head = f.read(400)
+    return head.startswith("---") and "format_name: myst" in head and "kernelspec" in head
+
+
+def pytest_collect_file(file_path, parent):
+    if parent.config.option.nbval_lax and _is_chapter(file_path):
+        from nbval.plugin import IPyNbFile
+
+        class MystNotebook(IPyNbFile):
+            """nbval's notebook collector over a MyST-Markdown chapter."""
+
+            def collect(self):
+                with mock.patch("nbval.plugin.nbformat", _JupytextFormat()):
+                    yield from super().collect()
+
+        return MystNotebook.from_parent(parent, path=file_path)
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

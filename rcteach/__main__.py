@@ -1,0 +1,5 @@
+"""``python -m rcteach``: see :mod:`rcteach.cli`."""
+
+from .cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,19 @@
+"""Theory checks: closed-form predictions against simulation (``python -m rcteach check``).
+
+Importing this package registers every check; :func:`run_check` runs one by name.
+"""
+
+from . import masks, spectra  # noqa: F401  (registration side effects)
+from .registry import (
+    Check,
+    CheckResult,
+    Comparison,
+    register,
+    registry,
+    results_html,
+    results_table,
+    run_check,
+    run_checks,
+)
+
+__all__ = ["Check", "CheckResult", "Comparison", "register", "registry", "results_html", "results_table", "run_check", "run_checks"]

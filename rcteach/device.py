@@ -1,0 +1,73 @@
+"""Device, dtype and random-number conventions.
+
+* :func:`default_device`: ``$RCTEACH_DEVICE`` if set, else CUDA when available, else CPU.
+* dtype: float64 on the CPU (spectra and small checks need it), float32 on accelerators; every
+  function takes ``dtype=`` to override.
+* randomness: every random function takes ``seed=`` *or* ``generator=``; one seed gives the same
+  numbers on the same device and dtype.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from . import _validate
+
+__all__ = ["DEVICE_ENV", "default_device", "resolve", "make_generator"]
+
+DEVICE_ENV = "RCTEACH_DEVICE"
+
+
+def default_device() -> torch.device:
+    """The device rcteach computes on when none is given.
+
+    ``$RCTEACH_DEVICE`` (any torch device string, e.g. ``"cpu"``, ``"cuda:1"``) if set, else
+    ``cuda`` when available, else ``cpu``.
+    """
+    name = os.environ.get(DEVICE_ENV, "").strip()
+    if name:
+        try:
+            return torch.device(name)
+        except RuntimeError as err:
+            raise ValueError(f"{DEVICE_ENV}={name!r} is not a torch device string") from err
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def resolve(device=None, dtype=None) -> tuple[torch.device, torch.dtype]:
+    """Fill in the default device and dtype (float64 on CPU, float32 elsewhere)."""
+    if device is None:
+        device = default_device()
+    elif not isinstance(device, torch.device):
+        if not isinstance(device, str):
+            raise TypeError(f"device must be a str or torch.device, got {type(device).__name__}")
+        try:
+            device = torch.device(device)
+        except RuntimeError as err:
+            raise ValueError(f"device must be a torch device string, got {device!r}") from err
+    if dtype is None:
+        dtype = torch.float64 if device.type == "cpu" else torch.float32
+    elif dtype not in (torch.float32, torch.float64):
+        raise TypeError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
+    return device, dtype
+
+
+def make_generator(seed=None, generator=None, device=None) -> torch.Generator:
+    """A ``torch.Generator`` on ``device``: the given one, or a new one seeded with ``seed``.
+
+    With neither, the new generator takes a non-deterministic seed.
+    """
+    if generator is not None:
+        if seed is not None:
+            raise ValueError("pass seed or generator, not both")
+        if not isinstance(generator, torch.Generator):
+            raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+        return generator
+    device, _ = resolve(device)
+    gen = torch.Generator(device=device)
+    if seed is None:
+        gen.seed()
+    else:
+        gen.manual_seed(_validate.integer("seed", seed, minimum=0))
+    return gen

@@ -1,0 +1,140 @@
+"""Attention masks and the directed graphs they define (Wu et al., 2024).
+
+Convention: ``mask[i, j]`` is True iff token i may attend to token j.  As a graph, the mask has
+an edge j -> i for every allowed pair (information flows from the attended token j to token i);
+self-loops are included when the diagonal is allowed.  Graph properties are computed with
+networkx on that directed graph.
+"""
+
+from __future__ import annotations
+
+import math
+
+import networkx as nx
+import torch
+
+from . import _validate
+
+__all__ = [
+    "MASK_KINDS",
+    "make_mask",
+    "check_mask",
+    "mask_graph",
+    "is_strongly_connected",
+    "is_quasi_strongly_connected",
+    "centre_nodes",
+    "diameter",
+    "centre_eccentricity",
+]
+
+MASK_KINDS = ("complete", "causal", "sliding", "sliding-causal")
+
+
+def make_mask(kind, T, *, window=None, device=None) -> torch.Tensor:
+    """A boolean (T, T) mask, ``mask[i, j]`` True iff token i may attend to token j.
+
+    Kinds
+    -----
+    ``"complete"``       every pair;
+    ``"causal"``         j <= i;
+    ``"sliding"``        |i - j| <= window (bidirectional local attention);
+    ``"sliding-causal"`` 0 <= i - j <= window.
+
+    ``window`` (an int >= 0) is required by the sliding kinds and refused by the others.
+    """
+    kind = _validate.choice("kind", kind, MASK_KINDS)
+    T = _validate.integer("T", T, minimum=2)
+    sliding = kind.startswith("sliding")
+    if sliding:
+        if window is None:
+            raise ValueError(f"window is required for kind={kind!r}")
+        window = _validate.integer("window", window, minimum=0)
+    elif window is not None:
+        raise ValueError(f"window applies only to the sliding kinds, not kind={kind!r}")
+    i = torch.arange(T, device=device)
+    lag = i[:, None] - i[None, :]  # (T, T): i - j
+    if kind == "complete":
+        return torch.ones(T, T, dtype=torch.bool, device=device)
+    if kind == "causal":
+        return lag >= 0
+    if kind == "sliding":
+        return lag.abs() <= window
+    return (lag >= 0) & (lag <= window)
+
+
+def check_mask(mask, T: int | None = None, *, name: str = "mask") -> torch.Tensor:
+    """Validate a boolean (T, T) mask (or a batch of them) that allows >= 1 position per row."""
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(f"{name} must be a boolean torch.Tensor, got {type(mask).__name__}")
+    if mask.dtype != torch.bool:
+        raise TypeError(f"{name} must have dtype torch.bool, got {mask.dtype}")
+    if mask.dim() < 2 or mask.shape[-1] != mask.shape[-2]:
+        raise ValueError(f"{name} must have shape (*batch, T, T), got {tuple(mask.shape)}")
+    if T is not None and mask.shape[-1] != T:
+        raise ValueError(f"{name} must be {T} x {T} to match the {T} tokens, got {tuple(mask.shape)}")
+    if not mask.any(-1).all():
+        raise ValueError(f"{name} must allow at least one position in every row")
+    return mask
+
+
+def mask_graph(mask) -> nx.DiGraph:
+    """The directed graph of a (T, T) mask: nodes 0..T-1, an edge j -> i iff ``mask[i, j]``."""
+    mask = check_mask(mask)
+    if mask.dim() != 2:
+        raise ValueError(f"mask must be a single (T, T) mask here, got shape {tuple(mask.shape)}")
+    G = nx.DiGraph()
+    G.add_nodes_from(range(mask.shape[0]))
+    i, j = torch.nonzero(mask.cpu(), as_tuple=True)
+    G.add_edges_from(zip(j.tolist(), i.tolist()))
+    return G
+
+
+def is_strongly_connected(mask) -> bool:
+    """True iff every token reaches every other token by a directed path."""
+    return nx.is_strongly_connected(mask_graph(mask))
+
+
+def centre_nodes(mask) -> list[int]:
+    """The centre nodes: tokens from which every token is reachable by a directed path.
+
+    Non-empty exactly when the graph is quasi-strongly connected (it has a spanning tree rooted at
+    any centre node).  They form the one source component of the graph's condensation.
+    """
+    G = mask_graph(mask)
+    C = nx.condensation(G)
+    sources = [c for c in C if C.in_degree(c) == 0]
+    if len(sources) != 1:
+        return []
+    return sorted(C.nodes[sources[0]]["members"])
+
+
+def is_quasi_strongly_connected(mask) -> bool:
+    """True iff some token reaches every token (the graph has a directed spanning tree)."""
+    return bool(centre_nodes(mask))
+
+
+def diameter(mask) -> float:
+    """The longest shortest directed path between two tokens, ``inf`` if some pair is unreachable.
+
+    For a strongly connected mask this is the usual diameter.  For a quasi-strongly connected
+    mask that is not strongly connected (causal, sliding-causal) some pairs are unreachable, so
+    the diameter is infinite; :func:`centre_eccentricity` gives the finite depth of its spanning
+    trees instead.
+    """
+    G = mask_graph(mask)
+    if not nx.is_strongly_connected(G):
+        return math.inf
+    return nx.diameter(G)
+
+
+def centre_eccentricity(mask) -> float:
+    """The fewest steps in which some centre node reaches every token, ``inf`` if none exists.
+
+    min over centre nodes c of max_i dist(c, i): the depth of the shallowest directed spanning
+    tree.  Equals the radius for strongly connected masks.
+    """
+    G = mask_graph(mask)
+    centres = centre_nodes(mask)
+    if not centres:
+        return math.inf
+    return min(max(nx.single_source_shortest_path_length(G, c).values()) for c in centres)

@@ -1,0 +1,53 @@
+"""Input token matrices X0 (tokens are rows: shape (*batch, T, d))."""
+
+from __future__ import annotations
+
+import torch
+
+from . import _validate
+from .device import make_generator, resolve
+
+__all__ = ["orthonormal_tokens", "gaussian_tokens"]
+
+
+def orthonormal_tokens(T, d, *, batch=(), seed=None, generator=None, device=None, dtype=None) -> torch.Tensor:
+    """T orthonormal tokens in R^d, Haar distributed: X X^T = I_T.
+
+    The rows of X are the first T rows of a Haar-random d x d orthogonal matrix, built as the QR
+    factor of a (d, T) standard Gaussian matrix with the sign fix (each column of Q multiplied by
+    the sign of R's diagonal, which makes the distribution exactly Haar).
+
+    Parameters
+    ----------
+    T, d : int
+        Tokens and width, ``2 <= T <= d`` (γ = T/d <= 1; more than d orthonormal rows do not exist).
+    batch : int or tuple of int
+        Leading batch shape.
+
+    Returns
+    -------
+    Tensor, shape (*batch, T, d)
+    """
+    T = _validate.integer("T", T, minimum=2)
+    d = _validate.integer("d", d, minimum=1)
+    if T > d:
+        raise ValueError(f"T must be <= d for orthonormal tokens (gamma = T/d <= 1), got T={T}, d={d}")
+    batch = _validate.batch_shape(batch)
+    device, dtype = resolve(device, dtype)
+    gen = make_generator(seed, generator, device)
+    G = torch.randn(*batch, d, T, generator=gen, device=device, dtype=dtype)  # (*batch, d, T)
+    Q, R = torch.linalg.qr(G)  # Q: (*batch, d, T)
+    signs = torch.sgn(torch.diagonal(R, dim1=-2, dim2=-1))  # (*batch, T)
+    signs = torch.where(signs == 0, torch.ones_like(signs), signs)
+    return (Q * signs.unsqueeze(-2)).transpose(-2, -1)  # (*batch, T, d)
+
+
+def gaussian_tokens(T, d, *, std=1.0, batch=(), seed=None, generator=None, device=None, dtype=None) -> torch.Tensor:
+    """Tokens with i.i.d. N(0, std^2) entries, shape (*batch, T, d)."""
+    T = _validate.integer("T", T, minimum=2)
+    d = _validate.integer("d", d, minimum=1)
+    std = _validate.real("std", std, minimum=0.0)
+    batch = _validate.batch_shape(batch)
+    device, dtype = resolve(device, dtype)
+    gen = make_generator(seed, generator, device)
+    return std * torch.randn(*batch, T, d, generator=gen, device=device, dtype=dtype)
