@@ -9,7 +9,9 @@ the CPU by default, and takes ``seed=`` or ``generator=`` wherever it draws rand
 from . import plotting, theory
 from .attention import ACTIVATIONS, LN2, attention, attention_map, centre, random_attention, uniform_attention
 from .checks import run_check, run_checks
+from .depth import LayerGradients, Trajectory, propagate, weight_gradients
 from .device import default_device
+from .logits import leading_term, qk_logits, random_logits, random_qk_logits
 from .masks import (
     MASK_KINDS,
     centre_eccentricity,
@@ -20,32 +22,43 @@ from .masks import (
     make_mask,
     mask_graph,
 )
-from .metrics import SpectralGap, mu, spectral_gap, spectrum, spectrum_distance, stable_rank
+from .metrics import SpectralGap, decay_rate, mu, spectral_gap, spectrum, spectrum_distance, stable_rank
 from .tokens import gaussian_tokens, orthonormal_tokens
+from .variants import random_differential_attention
+from .width import width_stable_ranks
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ACTIVATIONS",
     "LN2",
+    "LayerGradients",
     "MASK_KINDS",
     "SpectralGap",
+    "Trajectory",
     "attention",
     "attention_map",
     "centre",
     "centre_eccentricity",
     "centre_nodes",
+    "decay_rate",
     "default_device",
     "diameter",
     "gaussian_tokens",
     "is_quasi_strongly_connected",
     "is_strongly_connected",
+    "leading_term",
     "make_mask",
     "mask_graph",
     "mu",
     "orthonormal_tokens",
+    "qk_logits",
     "plotting",
+    "propagate",
     "random_attention",
+    "random_differential_attention",
+    "random_logits",
+    "random_qk_logits",
     "run_check",
     "run_checks",
     "spectral_gap",
@@ -54,4 +67,15 @@ __all__ = [
     "stable_rank",
     "theory",
     "uniform_attention",
+    "weight_gradients",
+    "width_stable_ranks",
 ]
+
+
+def __getattr__(name):
+    """``rcteach.widgets`` (the interactive explorers) is imported on first use: it needs ipywidgets."""
+    if name == "widgets":
+        import importlib
+
+        return importlib.import_module(".widgets", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -23,7 +23,8 @@ import math
 import torch
 
 from . import _validate
-from .device import make_generator, resolve
+from .device import resolve
+from .logits import qk_logits, random_logits
 from .masks import check_mask
 
 __all__ = [
@@ -42,6 +43,7 @@ LN2 = math.log(2.0)  # the logit variance of the Mind-the-Gap code: e^g then has
 
 def uniform_attention(T: int, mask=None, *, device=None, dtype=None) -> torch.Tensor:
     """U: uniform weights over each row's allowed positions, (T, T) (11^T/T without a mask)."""
+    T = _validate.integer("T", T, minimum=2)
     device, dtype = resolve(device, dtype)
     if mask is None:
         return torch.full((T, T), 1.0 / T, device=device, dtype=dtype)
@@ -54,15 +56,17 @@ def centre(A: torch.Tensor, mask=None) -> torch.Tensor:
 
     Without a mask: A - (A1)1^T/T = A P.  For row-stochastic A: A - U.  Masked positions stay 0.
     """
+    A = _validate.matrix("A", A)
     if mask is None:
         return A - A.mean(-1, keepdim=True)
-    allowed = mask.to(A.dtype)
+    allowed = check_mask(mask, A.shape[-1]).to(device=A.device, dtype=A.dtype)
     row_mean = A.sum(-1, keepdim=True) / allowed.sum(-1, keepdim=True)  # (*batch, T, 1)
     return A - row_mean * allowed
 
 
 def attention_map(logits: torch.Tensor, mask=None, *, activation="softmax", bias=0.0, centred=False) -> torch.Tensor:
     """Turn logits (*batch, T, T) into attention weights, restricted to ``mask`` (see module doc)."""
+    logits = _validate.matrix("logits", logits, square=True)
     activation = _validate.choice("activation", activation, ACTIVATIONS)
     bias = _validate.real("bias", bias)
     if activation != "sigmoid" and bias != 0.0:
@@ -107,12 +111,7 @@ def random_attention(
     -------
     Tensor, shape (*batch, T, T)
     """
-    T = _validate.integer("T", T, minimum=2)
-    s2 = _validate.real("s2", s2, minimum=0.0)
-    batch = _validate.batch_shape(batch)
-    device, dtype = resolve(device, dtype)
-    gen = make_generator(seed, generator, device)
-    logits = math.sqrt(s2) * torch.randn(*batch, T, T, generator=gen, device=device, dtype=dtype)
+    logits = random_logits(T, s2, batch=batch, seed=seed, generator=generator, device=device, dtype=dtype)
     return attention_map(logits, activation=activation, bias=bias, centred=centred)
 
 
@@ -132,19 +131,5 @@ def attention(X, W_Q, W_K, *, mask=None, beta=1.0, activation="softmax", bias=0.
     -------
     Tensor, shape (*batch, T, T)
     """
-    X = _validate.matrix("X", X, min_rows=2)
-    W_Q = _validate.matrix("W_Q", W_Q)
-    W_K = _validate.matrix("W_K", W_K)
-    beta = _validate.real("beta", beta)
-    d = X.shape[-1]
-    for name, W in (("W_Q", W_Q), ("W_K", W_K)):
-        if W.shape[-2] != d:
-            raise ValueError(f"{name} must have {d} rows to match X's width, got shape {tuple(W.shape)}")
-        if W.dtype != X.dtype or W.device != X.device:
-            raise TypeError(f"{name} must have X's dtype and device ({X.dtype}, {X.device}), got ({W.dtype}, {W.device})")
-    if W_K.shape[-1] != W_Q.shape[-1]:
-        raise ValueError(f"W_Q and W_K must have the same number of columns d_qk, got {W_Q.shape[-1]} and {W_K.shape[-1]}")
-    Q = X @ W_Q  # (*batch, T, d_qk)
-    K = X @ W_K  # (*batch, T, d_qk)
-    logits = (beta / math.sqrt(Q.shape[-1])) * (Q @ K.transpose(-2, -1))  # (*batch, T, T)
+    logits = qk_logits(X, W_Q, W_K, beta=beta)  # (*batch, T, T)
     return attention_map(logits, mask, activation=activation, bias=bias, centred=centred)

@@ -58,13 +58,15 @@ def make_generator(seed=None, generator=None, device=None) -> torch.Generator:
 
     With neither, the new generator takes a non-deterministic seed.
     """
+    device, _ = resolve(device)
     if generator is not None:
         if seed is not None:
             raise ValueError("pass seed or generator, not both")
         if not isinstance(generator, torch.Generator):
             raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+        if generator.device.type != device.type:
+            raise ValueError(f"generator lives on {generator.device}, but the tensors are drawn on {device}")
         return generator
-    device, _ = resolve(device)
     gen = torch.Generator(device=device)
     if seed is None:
         gen.seed()

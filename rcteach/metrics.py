@@ -16,7 +16,7 @@ from scipy.optimize import linear_sum_assignment
 
 from . import _validate
 
-__all__ = ["stable_rank", "mu", "spectrum", "SpectralGap", "spectral_gap", "spectrum_distance"]
+__all__ = ["stable_rank", "mu", "spectrum", "SpectralGap", "spectral_gap", "spectrum_distance", "decay_rate"]
 
 
 def stable_rank(X, *, gram=False) -> torch.Tensor:
@@ -77,6 +77,8 @@ def spectrum_distance(a, b) -> float:
     for name, v in (("a", a), ("b", b)):
         if not isinstance(v, torch.Tensor) or v.dim() != 1:
             raise ValueError(f"{name} must be a 1-D tensor of eigenvalues")
+        if not torch.isfinite(v).all():
+            raise ValueError(f"{name} must have finite entries (found NaN or inf)")
     if a.shape != b.shape:
         raise ValueError(f"a and b must have the same length, got {a.shape[0]} and {b.shape[0]}")
     a = a.detach().cpu().to(torch.complex128).numpy()
@@ -84,3 +86,62 @@ def spectrum_distance(a, b) -> float:
     cost = np.abs(a[:, None] - b[None, :])
     rows, cols = linear_sum_assignment(cost)
     return float(cost[rows, cols].max())
+
+
+def decay_rate(values, start=0, stop=None, *, floor=None) -> torch.Tensor:
+    """Per-layer exponential decay factor rho of ``values`` ~ C rho^t, by log-linear least squares.
+
+    Fits log v_t = a + t log rho over the layers t = start .. stop - 1 (first axis, like a
+    :class:`rcteach.Trajectory` field) and returns rho = exp(slope): rho < 1 decays, rho = 1 is
+    flat.  Introduced in the chapter "Collapse under masks".
+
+    Parameters
+    ----------
+    values : Tensor or array, shape (L, *batch)
+        Positive values per layer (e.g. ``trajectory.mu``), one fit per batch element.
+    start, stop : int
+        The fit window, Python-slice style (``stop=None``: to the end; negative counts from the
+        end); it must hold >= 2 layers.
+    floor : float, optional
+        Stop each fit before the float floor: only the layers before the first t >= start with
+        v_t <= floor * v_0 are used (v_0 the first layer's value, so ``floor=1e-12`` stops where
+        mu / mu_0 reaches 1e-12), per batch element; each fit must keep >= 2 layers.
+        Without ``floor`` every value in the window must be > 0.
+
+    Returns
+    -------
+    Tensor, shape (*batch,)
+    """
+    if not isinstance(values, torch.Tensor):
+        values = torch.as_tensor(np.asarray(values, dtype=np.float64))
+    elif not values.is_floating_point():
+        values = values.to(torch.float64)
+    if values.dim() < 1:
+        raise ValueError("values must have shape (L, *batch) with L >= 2 layers, got a scalar")
+    L = values.shape[0]
+    start = _validate.integer("start", start)
+    stop = L if stop is None else _validate.integer("stop", stop)
+    t = torch.arange(L, device=values.device, dtype=values.dtype)[start:stop]  # (n,)
+    v = values[start:stop].detach()  # (n, *batch)
+    if t.numel() < 2:
+        raise ValueError(f"the window start={start}, stop={stop} must hold >= 2 of the {L} layers")
+    if torch.isnan(v).any() or (v < 0).any() or torch.isinf(v).any():
+        raise ValueError("values must be finite and >= 0 in the fit window")
+    if floor is None:
+        if not (v > 0).all():
+            raise ValueError("values must be > 0 in the fit window (pass floor= to stop before zeros)")
+        keep = torch.ones_like(v, dtype=torch.bool)
+    else:
+        floor = _validate.real("floor", floor, positive=True)
+        keep = torch.cumprod((v > floor * values[:1].detach()).to(torch.int64), dim=0).bool()  # up to the first drop
+        if not (keep.sum(0) >= 2).all():
+            raise ValueError(f"values fall to floor * values[0] within one layer of start={start}; "
+                             "start earlier or lower the floor")
+    w = keep.to(v.dtype)
+    tt = t.reshape(-1, *([1] * (v.dim() - 1)))  # (n, 1, ...) broadcast over the batch
+    logv = torch.where(keep, torch.log(torch.where(keep, v, torch.ones_like(v))), torch.zeros_like(v))
+    n = w.sum(0)
+    t_mean = (w * tt).sum(0) / n
+    y_mean = (w * logv).sum(0) / n
+    slope = (w * (tt - t_mean) * (logv - y_mean)).sum(0) / (w * (tt - t_mean) ** 2).sum(0)
+    return torch.exp(slope)

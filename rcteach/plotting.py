@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-__all__ = ["axes", "plot_spectrum"]
+__all__ = ["axes", "plot_spectrum", "draw_mask"]
 
 
 def axes(title: str, xlabel: str, ylabel: str, *, ax=None, figsize=(5.5, 4.0)):
@@ -43,3 +43,70 @@ def plot_spectrum(eigenvalues, *, radius=None, outlier=None, title="Eigenvalues"
     ax.set_aspect("equal", adjustable="datalim")
     ax.legend(loc="upper left", fontsize="small")
     return fig, ax
+
+
+def draw_mask(mask, ax=None, *, title="Mask", layout="circular", show_self_loops=False, node_size=180):
+    """A mask drawn twice: as a matrix and as its directed graph (edge j -> i when i attends to j).
+
+    Left: the boolean matrix, row i = the attending token, column j = the attended token (dark =
+    allowed).  Right: the graph of :func:`rcteach.mask_graph` with a fixed layout, so figures
+    of different masks on the same T compare node by node.  Introduced in "Masks are graphs".
+
+    Parameters
+    ----------
+    mask : bool Tensor, (T, T)
+    ax : pair of matplotlib Axes, optional
+        (matrix axes, graph axes); a new (1, 2) figure by default.
+    title : str
+        Figure (or panel) title; the panels are titled "<title>: matrix" and "<title>: graph".
+    layout : {"circular", "line"}
+        Nodes on a circle (token 0 at 12 o'clock, then clockwise) or on a horizontal line.
+    show_self_loops : bool
+        Draw the self-loops (every standard mask has them, so they are hidden by default).
+
+    Returns
+    -------
+    fig, (ax_matrix, ax_graph)
+    """
+    import networkx as nx
+
+    from .masks import check_mask, mask_graph
+
+    mask = check_mask(mask)
+    if mask.dim() != 2:
+        raise ValueError(f"mask must be a single (T, T) mask, got shape {tuple(mask.shape)}")
+    if layout not in ("circular", "line"):
+        raise ValueError(f"layout must be 'circular' or 'line'; got {layout!r}")
+    if ax is None:
+        fig, (ax_m, ax_g) = plt.subplots(1, 2, figsize=(8.5, 4.0), facecolor="white", layout="constrained")
+    else:
+        try:
+            ax_m, ax_g = ax
+        except (TypeError, ValueError) as err:
+            raise TypeError("ax must be a pair of matplotlib Axes (matrix, graph)") from err
+        fig = ax_m.figure
+    T = mask.shape[0]
+    m = mask.detach().cpu().numpy()
+    axes(f"{title}: matrix", "j (attended token)", "i (attending token)", ax=ax_m)
+    ax_m.imshow(m, cmap="Greys", vmin=0, vmax=1.4, interpolation="nearest")
+    ticks = np.arange(T) if T <= 12 else np.linspace(0, T - 1, 5).round().astype(int)
+    ax_m.set_xticks(ticks)
+    ax_m.set_yticks(ticks)
+
+    G = mask_graph(mask)
+    if not show_self_loops:
+        G.remove_edges_from(list(nx.selfloop_edges(G)))
+    if layout == "circular":
+        angle = math.pi / 2 - 2 * math.pi * np.arange(T) / T  # token 0 at 12 o'clock, clockwise
+        pos = {k: (math.cos(a), math.sin(a)) for k, a in enumerate(angle)}
+    else:
+        pos = {k: (float(k), 0.0) for k in range(T)}
+    axes(f"{title}: graph (j → i if i attends to j)", "", "", ax=ax_g)
+    nx.draw_networkx_nodes(G, pos, ax=ax_g, node_size=node_size, node_color="#9ecae1", edgecolors="k")
+    nx.draw_networkx_labels(G, pos, ax=ax_g, font_size=8)
+    nx.draw_networkx_edges(G, pos, ax=ax_g, node_size=node_size, arrowsize=8, width=0.7, alpha=0.7,
+                           connectionstyle="arc3,rad=0.15" if layout == "line" else "arc3")
+    ax_g.set_aspect("equal" if layout == "circular" else "auto")
+    ax_g.set_xticks([])
+    ax_g.set_yticks([])
+    return fig, (ax_m, ax_g)

@@ -1,5 +1,12 @@
-"""The whole book builds from a clean tree: every chapter executed, warnings as errors."""
+"""The whole book builds from a clean tree (every chapter executed, warnings as errors), and every
+built page works in a browser with no network: maths rendered, figures loaded, the explorers'
+saved views present, no console errors.
 
+The book is built once per test session, by the module fixture below; the build test and the page
+tests live in this one module so that ``pytest -n 2 --dist loadscope`` runs them in one worker.
+"""
+
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -7,7 +14,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+from _browser import launch, needs_browser
+
 ROOT = Path(__file__).resolve().parents[1]
+EXPLORER_CHAPTERS = {  # chapter -> the explorer its "Explore" section shows
+    "book/02_spectral_gap": "spectrum_explorer",
+    "book/04_width": "width_explorer",
+    "book/05_depth": "depth_explorer",
+    "book/09_mask_collapse": "mask_explorer",
+}
 
 
 def toc_files() -> list[str]:
@@ -18,15 +33,110 @@ def toc_files() -> list[str]:
     return files
 
 
-@pytest.mark.book
-def test_book_builds_with_execution_and_no_warnings(tmp_path):
+@pytest.fixture(scope="module")
+def built_book(tmp_path_factory):
+    """Vendor the front-end files (``make vendor``), build the book once; the build's result."""
+    vendor = subprocess.run(["make", "-C", str(ROOT), "vendor"], capture_output=True, text=True, timeout=600)
+    assert vendor.returncode == 0, "make vendor failed:\n" + vendor.stdout[-3000:] + vendor.stderr[-3000:]
+    out = tmp_path_factory.mktemp("book")
     jupyter_book = Path(sys.executable).with_name("jupyter-book")
-    cmd = [str(jupyter_book), "build", str(ROOT), "--all", "--warningiserror", "--keep-going", "--path-output", str(tmp_path)]
+    cmd = [str(jupyter_book), "build", str(ROOT), "--all", "--warningiserror", "--keep-going", "--path-output", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
+    return proc, out / "_build" / "html"
+
+
+@pytest.mark.book
+def test_book_builds_with_execution_and_no_warnings(built_book):
+    proc, html = built_book
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-6000:]
-    html = tmp_path / "_build" / "html"
     for name in toc_files():
         page = html / f"{name}.html"
         assert page.exists(), f"{page} was not built"
         text = page.read_text(encoding="utf-8")
         assert "Traceback" not in text, f"{name} shows a traceback"
+
+
+def _built(built_book):
+    proc, html = built_book
+    if proc.returncode != 0:
+        pytest.fail("the book did not build (see test_book_builds_with_execution_and_no_warnings)")
+    return html
+
+
+@pytest.mark.book
+def test_pages_load_nothing_from_the_network(built_book):
+    """Every <script src> and <link href> of every page is a file of the book itself."""
+    html = _built(built_book)
+    for name in toc_files():
+        text = (html / f"{name}.html").read_text(encoding="utf-8")
+        for tag, attr in (("script", "src"), ("link", "href")):
+            for url in re.findall(rf'<{tag}\b[^>]*\b{attr}="([^"]*)"', text):
+                if tag == "link" and not re.search(r"\.(css|js|woff2?)(\?|$)", url):
+                    continue  # navigation links (prev/next, index) are not loaded resources
+                assert "://" not in url and not url.startswith("//"), f"{name} loads {url}"
+        assert "unpkg.com" not in text and "cdn.jsdelivr" not in text and "cdnjs" not in text, name
+    assert (html / "_static" / "mathjax" / "tex-mml-chtml.js").exists()
+    assert (html / "_static" / "js" / "embed-amd.js").exists() and (html / "_static" / "js" / "require.js").exists()
+
+
+@pytest.mark.book
+@needs_browser
+def test_every_page_renders_offline_in_a_browser(built_book):
+    """Open every page with the network cut: maths typeset, images loaded, explorers drawn, no errors."""
+    from playwright.sync_api import sync_playwright
+
+    html = _built(built_book)
+    toc = toc_files()
+    problems = []
+    with sync_playwright() as p:
+        browser = launch(p)
+        context = browser.new_context()
+        outside = []
+
+        def route(r):
+            if r.request.url.startswith(("file://", "data:")):
+                r.continue_()
+            else:
+                outside.append(r.request.url)
+                r.abort()
+
+        context.route("**/*", route)
+        for name in toc:
+            page = context.new_page()
+            errors = []
+            page.on("console", lambda m, errors=errors: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e, errors=errors: errors.append(f"uncaught: {e}"))
+            page.on("requestfailed", lambda r, errors=errors: errors.append(f"failed to load {r.url}"))
+            page.goto((html / f"{name}.html").as_uri(), wait_until="load")
+            n_views = page.locator('script[type="application/vnd.jupyter.widget-view+json"]').count()
+            if page.locator(".math").count():
+                page.wait_for_function("window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=30000)
+                page.evaluate("MathJax.startup.promise")
+                untypeset = page.evaluate("Array.from(document.querySelectorAll('.math')).filter("
+                                          "e => !e.querySelector('mjx-container')).length")
+                if untypeset:
+                    problems.append(f"{name}: {untypeset} maths not typeset")
+            if n_views:
+                try:  # the embedder replaces each view script by the rendered widget
+                    page.wait_for_function(f"document.querySelectorAll('.rcteach-explorer').length >= {n_views}",
+                                           timeout=30000)
+                except Exception:
+                    problems.append(f"{name}: {n_views} saved widget views, not all rendered")
+            for explorer in page.locator(".rcteach-explorer").all():
+                if explorer.locator("img").count() != 1 or "ms" not in explorer.inner_text():
+                    problems.append(f"{name}: an explorer without its figure or status")
+            if name in EXPLORER_CHAPTERS and not n_views:
+                problems.append(f"{name}: no saved view of {EXPLORER_CHAPTERS[name]}")
+            main = page.evaluate("(() => { const m = document.querySelector('main').cloneNode(true);"
+                                 " m.querySelectorAll('pre, code, .cell_input').forEach(e => e.remove());"
+                                 " return m.innerText; })()")
+            if "$$" in main or re.search(r"\\\(|\\\[", main):
+                problems.append(f"{name}: raw TeX delimiters in the text")
+            broken = page.evaluate("Array.from(document.images).filter(i => !(i.complete && i.naturalWidth > 0))"
+                                   ".map(i => i.src.slice(0, 80))")
+            problems += [f"{name}: image not loaded: {src}" for src in broken]
+            problems += [f"{name}: console: {e}" for e in errors]
+            page.close()
+        browser.close()
+    problems += [f"tried to reach the network: {url}" for url in outside]
+    assert not problems, "\n".join(problems)

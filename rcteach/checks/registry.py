@@ -44,12 +44,24 @@ class Comparison:
     def passed(self) -> bool:
         p, m = self.prediction, self.measured
         if isinstance(p, (bool, str, tuple, list)) or isinstance(m, (bool, str, tuple, list)):
-            return p == m
+            return _equal(p, m)
         p, m = float(p), float(m)
         if not (math.isfinite(m) and math.isfinite(p)):
             return p == m
         bound = self.tolerance * (abs(p) if self.relative else 1.0)
         return abs(m - p) <= bound
+
+
+def _equal(p, m) -> bool:
+    """Exact equality, element by element for tuples and lists; NaN never equals anything.
+
+    (Plain ``==`` on tuples treats an element as equal to itself, so ``(nan,) == (nan,)`` would pass
+    when both hold the same float object, e.g. ``math.nan``.)
+    """
+    if isinstance(p, (tuple, list)) and isinstance(m, (tuple, list)):
+        same_kind = isinstance(p, tuple) == isinstance(m, tuple)  # as ==: a tuple never equals a list
+        return same_kind and len(p) == len(m) and all(_equal(a, b) for a, b in zip(p, m))
+    return bool(p == m)
 
 
 @dataclass(frozen=True)

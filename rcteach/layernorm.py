@@ -1,0 +1,123 @@
+"""The masks-and-LayerNorm depth experiment of Wu et al. (2024), run with :func:`rcteach.propagate`.
+
+Introduced in the chapter "LayerNorm".  Each layer is X' = normalise(A(X) X W_V) with query-key
+softmax attention restricted to a mask, a fresh Haar-orthogonal W_V and fresh Gaussian W_Q, W_K
+per layer (``shared=True``: drawn once).  :func:`layernorm_table` records mu(X_l) at chosen layers
+for every mask and summarises it over independent runs as a tidy table (one row per mask and
+layer), the format of the authors' table (mean and standard deviation over runs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+from . import _validate
+from .depth import NORMS, propagate
+from .masks import MASK_KINDS, make_mask
+from .tokens import gaussian_tokens
+
+__all__ = ["PUBLISHED_TABLE", "LNRow", "logit_s2", "layernorm_runs", "layernorm_table", "format_table"]
+
+#: The authors' published mean (std) of mu over runs, 128 layers, LayerNorm, orthogonal W_V
+#: (N, d, window and initialisation not published).  std None where not given.
+PUBLISHED_TABLE = {
+    "complete": {0: (274.76, 2.05), 32: (4.61e-5, None), 64: (4.63e-5, None), 96: (4.64e-5, None), 128: (4.62e-5, None)},
+    "causal": {0: (274.78, 2.07), 32: (47.12, 16.24), 64: (67.96, 12.34), 96: (82.95, 11.53), 128: (92.33, 11.63)},
+    "sliding": {0: (274.69, 1.94), 32: (111.67, 3.47), 64: (95.40, 4.88), 96: (85.63, 5.55), 128: (79.99, 5.62)},
+    "sliding-causal": {0: (274.79, 2.01), 32: (161.07, 2.52), 64: (160.51, 3.89), 96: (164.17, 5.30), 128: (165.21, 5.42)},
+}
+
+
+@dataclass(frozen=True)
+class LNRow:
+    """One row of :func:`layernorm_table`: a mask, a layer, and mu over runs."""
+
+    mask: str
+    layer: int
+    mean: float
+    std: float
+    relative: float  # mean of mu(X_l) / ||X_l||_F, in [0, 1]
+
+
+def logit_s2(d, norm, *, torch_init=True) -> float:
+    """The ``s2`` to pass to :func:`rcteach.propagate` for PyTorch-default query/key weights.
+
+    ``nn.Linear`` draws U(-1/sqrt(d), 1/sqrt(d)), variance 1/(3d).  By ``theory.logit_variance``
+    the logits of tokens of squared norm r^2 have variance (1/(3d))^2 r^4: 1/9 for LayerNorm-ed
+    tokens (r^2 = d).  propagate's Gaussian W_Q, W_K have entries of variance sqrt(s2) and give
+    logit variance s2 r^4, so s2 = 1/(9 d^2) for ``"layernorm"`` and 1/9 for unit-norm ``"rms"``
+    tokens matches the logit variance of the PyTorch default (``torch_init=False``: s2 such that
+    the logit variance is 1 instead).
+    """
+    d = _validate.integer("d", d, minimum=1)
+    norm = _validate.choice("norm", norm, NORMS[1:])
+    target = 1.0 / 9.0 if torch_init else 1.0
+    return target / d**2 if norm == "layernorm" else target
+
+
+def layernorm_runs(*, T=100, d=128, depth=128, runs=4, window=3, norm="layernorm", beta=1.0, s2=None,
+                   values="orthogonal", shared=False, masks=MASK_KINDS, seed=0, device=None, dtype=None) -> dict:
+    """mu(X_l) for l = 0..depth, for each mask, over ``runs`` independent networks.
+
+    Tokens X0: i.i.d. N(0, 1) entries, (runs, T, d), the same inputs for every mask.
+
+    Returns
+    -------
+    dict mask -> Tensor (depth + 1, runs) of mu, and "relative" -> dict mask -> mu / ||X||_F.
+    """
+    T = _validate.integer("T", T, minimum=2)
+    d = _validate.integer("d", d, minimum=1)
+    runs = _validate.integer("runs", runs, minimum=1)
+    norm = _validate.choice("norm", norm, NORMS[1:])
+    s2 = logit_s2(d, norm) if s2 is None else _validate.real("s2", s2, minimum=0.0)
+    X0 = gaussian_tokens(T, d, batch=runs, seed=seed, device=device, dtype=dtype)
+    out, rel = {}, {}
+    for kind in masks:
+        _validate.choice("masks", kind, MASK_KINDS)
+        mask = make_mask(kind, T, window=window if kind.startswith("sliding") else None, device=X0.device)
+        tr = propagate(X0, depth, attention="qk", s2=s2, beta=beta, mask=mask, norm=norm, values=values,
+                       shared=shared, seed=seed + 1)
+        out[kind] = tr.mu.detach()
+        rel[kind] = tr.relative_mu.detach()
+    out["relative"] = rel
+    return out
+
+
+def layernorm_table(*, layers=(0, 32, 64, 96, 128), **settings) -> list[LNRow]:
+    """The authors' table, simulated: mean and std over runs of mu(X_l) for each mask and layer.
+
+    ``settings`` go to :func:`layernorm_runs` (``depth`` defaults to max(layers)).  Returns a
+    tidy list of :class:`LNRow`, mask-major.
+    """
+    layers = tuple(_validate.integer("layers", l, minimum=0) for l in layers)
+    settings.setdefault("depth", max(layers))
+    res = layernorm_runs(**settings)
+    rows = []
+    for kind, mu in res.items():
+        if kind == "relative":
+            continue
+        for l in layers:
+            if l > mu.shape[0] - 1:
+                raise ValueError(f"layer {l} is deeper than depth {mu.shape[0] - 1}")
+            v = mu[l]
+            std = float(v.std()) if v.numel() > 1 else 0.0
+            rows.append(LNRow(kind, l, float(v.mean()), std, float(res["relative"][kind][l].mean())))
+    return rows
+
+
+def format_table(rows, *, published=None) -> str:
+    """Markdown-ish text table of :func:`layernorm_table` rows: layers down, masks across."""
+    masks = list(dict.fromkeys(r.mask for r in rows))
+    layers = list(dict.fromkeys(r.layer for r in rows))
+    cell = {(r.mask, r.layer): f"{r.mean:.3g} ({r.std:.2g})" for r in rows}
+    lines = ["| layer | " + " | ".join(masks) + " |", "|---" * (len(masks) + 1) + "|"]
+    for l in layers:
+        lines.append(f"| {l} | " + " | ".join(cell[(m, l)] for m in masks) + " |")
+        if published is not None:
+            pub = []
+            for m in masks:
+                mean, std = published.get(m, {}).get(l, (float("nan"), None))
+                pub.append(f"{mean:.3g}" + (f" ({std:.2g})" if std is not None else ""))
+            lines.append("| (paper) | " + " | ".join(pub) + " |")
+    return "\n".join(lines)

@@ -1,0 +1,324 @@
+"""Unit tests for rcteach.checks.registry: comparisons, registration, running and reporting."""
+
+import importlib
+import json
+import math
+import uuid
+
+import pytest
+import torch
+
+import rcteach
+from rcteach.checks import (
+    Check,
+    CheckResult,
+    Comparison,
+    register,
+    registry,
+    results_html,
+    results_table,
+    run_check,
+    run_checks,
+)
+registry_module = importlib.import_module("rcteach.checks.registry")  # the package's `registry` is the function
+
+FOUNDATION_CHECKS = ["mask-connectivity", "causal-centre", "sliding-diameter", "row-stochastic", "outlier-one",
+                     "bulk-radius", "centring-swaps-outlier"]
+
+
+@pytest.fixture
+def throwaway():
+    """Unique check names for this test; afterwards every registered name that starts with one is removed."""
+    names = []
+
+    def make(tag="check"):
+        name = f"zz-unit-test-{tag}-{uuid.uuid4().hex[:8]}"
+        names.append(name)
+        return name
+
+    yield make
+    for registered in list(registry_module._REGISTRY):
+        if any(registered.startswith(name) for name in names):
+            del registry_module._REGISTRY[registered]
+
+
+# -- Comparison ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "comparison, passed",
+    [
+        (Comparison(1.0, 1.0), True),
+        (Comparison(1.0, 1.0 + 1e-12), False),  # default tolerance 0
+        (Comparison(1.0, 1.1, tolerance=0.1 + 1e-12), True),
+        (Comparison(1.0, 1.2, tolerance=0.1), False),
+        (Comparison(1.0, 0.85, tolerance=0.1), False),
+        (Comparison(1.0, 0.95, tolerance=0.1), True),
+        (Comparison(100.0, 104.0, tolerance=0.05, relative=True), True),
+        (Comparison(100.0, 106.0, tolerance=0.05, relative=True), False),
+        (Comparison(-100.0, -104.0, tolerance=0.05, relative=True), True),  # relative to |prediction|
+        (Comparison(100.0, 104.0, tolerance=0.05), False),  # absolute: 4 > 0.05
+        (Comparison(0.0, 1e-11, tolerance=1e-10), True),
+        (Comparison(0.0, 1e-11, tolerance=1e-10, relative=True), False),  # relative to 0: exact
+        (Comparison(2, 2), True),
+        (Comparison(torch.tensor(0.5), 0.5), True),
+        (Comparison(0.5, torch.tensor(0.7), tolerance=0.1), False),
+    ],
+)
+def test_numeric_comparisons(comparison, passed):
+    assert comparison.passed is passed
+
+
+@pytest.mark.parametrize(
+    "comparison",
+    [
+        Comparison(0.0, math.nan, tolerance=1e9),
+        Comparison(math.nan, 0.0, tolerance=1e9),
+        Comparison(math.nan, math.nan, tolerance=1e9),
+        Comparison(1.0, math.nan, tolerance=1.0, relative=True),
+        Comparison(0.0, torch.tensor(math.nan), tolerance=1.0),
+        Comparison((math.nan,), (math.nan,)),  # the same float object on both sides
+        Comparison((1, (2, math.nan)), (1, (2, math.nan))),
+        Comparison([math.nan], [math.nan]),
+        Comparison(1.0, math.inf, tolerance=1e9),
+        Comparison(math.inf, -math.inf, tolerance=1e9),
+    ],
+)
+def test_nan_and_mismatched_infinities_never_pass(comparison):
+    assert comparison.passed is False
+
+
+def test_matching_infinities_pass():
+    # a graph diameter of inf predicted and measured (causal masks) is a pass
+    assert Comparison(math.inf, math.inf).passed is True
+
+
+@pytest.mark.parametrize(
+    "prediction, measured, passed",
+    [
+        ((True, False), (True, False), True),
+        ((True, False), (True, True), False),
+        (((0,), (0,)), ((0,), (0,)), True),
+        (((0,), (0,)), ((0,), (0, 1)), False),
+        ((11, 1), (11, 1), True),
+        ((11, 1), (11.0, 1.0), True),  # numbers compare by value
+        ((1.0, 2.0), (1.0, 2.0000001), False),  # tuples are exact, tolerance or not
+        ((1, 2), [1, 2], False),  # a tuple never equals a list
+        ([1, 2], [1, 2], True),
+        ("complete", "complete", True),
+        ("complete", "causal", False),
+        (True, True, True),
+        (True, False, False),
+    ],
+)
+def test_exact_comparisons(prediction, measured, passed):
+    assert Comparison(prediction, measured, tolerance=1.0).passed is passed
+
+
+def test_comparison_is_frozen():
+    c = Comparison(1.0, 1.0)
+    with pytest.raises(AttributeError):
+        c.tolerance = 5.0
+
+
+# -- register and registry -------------------------------------------------------------------------
+
+def test_foundation_checks_are_registered():
+    names = list(registry())
+    for name in FOUNDATION_CHECKS:
+        assert name in names
+    assert all(isinstance(c, Check) for c in registry().values())
+
+
+def test_registry_returns_a_copy(throwaway):
+    name = throwaway()
+    snapshot = registry()
+    snapshot[name] = None
+    assert name not in registry()
+
+
+def test_register_records_the_check(throwaway):
+    name = throwaway()
+
+    @register(name, claim="two is two", source="exact", tolerance_note="exact", quick=dict(x=2), full=dict(x=3))
+    def f(*, x):
+        return Comparison(2, x)
+
+    assert f(x=2).passed  # the decorator returns the function itself
+    check = registry()[name]
+    assert (check.name, check.claim, check.source, check.tolerance_note, check.func) == (name, "two is two", "exact", "exact", f)
+    assert check.quick == {"x": 2} and check.full == {"x": 3}
+    assert list(registry())[-1] == name  # registration order
+
+
+def test_register_rejects_duplicates(throwaway):
+    name = throwaway()
+    register(name, claim="a", source="derived", tolerance_note="n")(lambda: Comparison(0, 0))
+    original = registry()[name]
+    with pytest.raises(ValueError, match=name):
+        register(name, claim="b", source="derived", tolerance_note="n")(lambda: Comparison(0, 1))
+    assert registry()[name] is original
+    with pytest.raises(ValueError, match="already registered"):
+        register("row-stochastic", claim="b", source="exact", tolerance_note="n")(lambda: Comparison(0, 1))
+
+
+def test_register_rejects_unknown_source(throwaway):
+    with pytest.raises(ValueError, match="source"):
+        register(throwaway(), claim="a", source="folklore", tolerance_note="n")
+    assert not any(n.startswith("zz-unit-test") for n in registry())
+
+
+def test_throwaway_checks_are_cleaned_up():
+    # runs after the tests above: nothing they registered is left behind
+    assert not any(n.startswith("zz-unit-test") for n in registry())
+
+
+# -- settings and run_check ------------------------------------------------------------------------
+
+@pytest.fixture
+def echo(throwaway):
+    """A check that records what it was called with; passes iff x == 1."""
+    name = throwaway("echo")
+    calls = []
+
+    @register(name, claim="x is one", source="derived", tolerance_note="exact",
+              quick=dict(x=1, y=2), full=dict(y=20))
+    def f(*, x, y, z=5, device=None):
+        calls.append(dict(x=x, y=y, z=z, device=device, grad=torch.is_grad_enabled()))
+        return Comparison(prediction=1, measured=x)
+
+    return name, calls
+
+
+def test_settings_layering(echo):
+    name, _ = echo
+    check = registry()[name]
+    assert check.settings() == dict(z=5, device=None, x=1, y=2)
+    assert check.settings("full") == dict(z=5, device=None, x=1, y=20)
+    assert check.settings("full", z=7, x=3) == dict(z=7, device=None, x=3, y=20)
+    with pytest.raises(ValueError, match="mode"):
+        check.settings("medium")
+    with pytest.raises(ValueError, match="bogus"):
+        check.settings(bogus=1)
+
+
+def test_run_check(echo):
+    name, calls = echo
+    result = run_check(name)
+    assert isinstance(result, CheckResult)
+    assert result.passed and result.comparison == Comparison(1, 1)
+    assert result.setting == dict(z=5, device=None, x=1, y=2)
+    assert result.seconds >= 0
+    assert calls[-1] == dict(x=1, y=2, z=5, device=None, grad=False)  # runs under no_grad
+
+
+def test_run_check_overrides_and_modes(echo):
+    name, calls = echo
+    result = run_check(name, "full", x=2, z=0)
+    assert not result.passed
+    assert calls[-1]["y"] == 20 and calls[-1]["z"] == 0
+    assert result.setting["x"] == 2
+
+
+def test_run_check_passes_the_device(echo, throwaway):
+    name, calls = echo
+    run_check(name, device="cpu")
+    assert calls[-1]["device"] == torch.device("cpu")
+    plain = throwaway("nodevice")
+    register(plain, claim="c", source="exact", tolerance_note="n")(lambda: Comparison(0, 0))
+    assert run_check(plain, device="cpu").setting == {}  # dropped for checks that do not simulate
+
+
+def test_run_check_errors(echo):
+    name, _ = echo
+    with pytest.raises(ValueError, match="no check named"):
+        run_check("zz-no-such-check")
+    with pytest.raises(ValueError, match="bogus"):
+        run_check(name, bogus=3)
+    with pytest.raises(ValueError, match="mode"):
+        run_check(name, "slow")
+
+
+def test_run_checks_by_pattern(throwaway):
+    prefix = throwaway("group")
+    for i, measured in enumerate((0, 0, 1)):
+        register(f"{prefix}-{i}", claim="c", source="exact", tolerance_note="n")(lambda m=measured: Comparison(0, m))
+    results = run_checks(pattern=f"{prefix}-*")
+    assert [r.check.name for r in results] == [f"{prefix}-{i}" for i in range(3)]
+    assert [r.passed for r in results] == [True, True, False]
+    assert len(run_checks(pattern=f"{prefix}-[01]")) == 2
+    assert len(run_checks(pattern=f"{prefix}-*", progress=True)) == 3
+    with pytest.raises(ValueError, match="pattern"):
+        run_checks(pattern="zz-matches-nothing-*")
+
+
+def test_foundation_mask_checks_pass():
+    for name in ("mask-connectivity", "causal-centre", "sliding-diameter"):
+        assert run_check(name).passed, name
+    result = run_check("sliding-diameter", T=17, window=4)
+    assert result.comparison.prediction == (4, 1) and result.passed
+
+
+def test_foundation_spectra_checks_pass_small():
+    for name in ("row-stochastic", "outlier-one"):
+        assert run_check(name, T=32, seeds=2).passed
+    assert rcteach.run_check("centring-swaps-outlier", T=32).passed
+    # bulk-radius is statistical and costs O(T^3) at its quick T = 256: left to `python -m rcteach check`
+
+
+# -- reporting -------------------------------------------------------------------------------------
+
+@pytest.fixture
+def results(throwaway):
+    good, bad = throwaway("good"), throwaway("bad")
+    register(good, claim="c <good> & fine", source="exact", tolerance_note="n", quick=dict(T=4))(
+        lambda *, T: Comparison(0.0, 1e-12, tolerance=1e-10))
+    register(bad, claim="c", source="paper", tolerance_note="n")(
+        lambda *, device=None: Comparison(0.0625, 0.07, tolerance=0.05, relative=True))
+    return [run_check(good), run_check(bad, device="cpu")]
+
+
+def test_results_table(results):
+    table = results_table(results)
+    lines = table.splitlines()
+    assert lines[-1] == "1 passed, 1 failed"
+    assert lines[0].split() == ["check", "source", "setting", "predicted", "measured", "tolerance", "result"]
+    assert set(lines[1]) <= {"-", " "}
+    assert results[0].check.name in lines[2] and lines[2].rstrip().endswith("PASS")
+    assert results[1].check.name in lines[3] and lines[3].rstrip().endswith("FAIL")
+    assert "T=4" in lines[2]
+    assert "device" not in lines[3]  # the device is not a setting worth a column
+    assert "(rel)" in lines[3] and "(abs)" in lines[2]
+    assert results_table([]).splitlines()[-1] == "0 passed, 0 failed"
+    assert results_table(results[:1] * 3).endswith("3 passed, 0 failed")
+
+
+def test_results_html_escapes(results):
+    html = results_html(results)
+    assert html.startswith("<table>") and html.endswith("</table>")
+    assert html.count("<tr") == 3
+    assert "c &lt;good&gt; &amp; fine" in html and "<good>" not in html
+    assert results[0]._repr_html_() == results_html(results[:1])
+
+
+def test_as_dict_is_json(results):
+    d = results[1].as_dict()
+    assert set(d) == {"name", "claim", "source", "setting", "prediction", "measured", "tolerance", "relative",
+                      "tolerance_note", "passed", "seconds"}
+    assert d["setting"] == {"device": "cpu"}
+    assert d["passed"] is False and d["relative"] is True
+    assert json.loads(json.dumps([r.as_dict() for r in results]))[0]["passed"] is True
+
+
+def test_as_dict_plain_values(throwaway):
+    name = throwaway()
+    register(name, claim="c", source="exact", tolerance_note="n")(
+        lambda: Comparison(torch.tensor(1.0), torch.tensor([1.0, 2.0])[0]))
+    d = run_check(name).as_dict()
+    assert d["prediction"] == 1.0 and d["measured"] == 1.0
+    assert json.dumps(d)
+
+
+def test_repr(results):
+    assert repr(results[0]).endswith("-> PASS)")
+    assert repr(results[1]).endswith("-> FAIL)")
+    assert "predicted 0.0625" in repr(results[1])

@@ -1,0 +1,67 @@
+import pytest
+import torch
+
+import rcteach
+from rcteach import equilibria as eq
+
+F64 = torch.float64
+MASK = rcteach.make_mask("causal", 2)
+
+
+def test_layer_map_shapes_and_unit_norm():
+    W, B = eq.two_token_example()
+    X = eq.random_unit_tokens(2, 2, batch=(3,), seed=0)
+    Y = eq.layer_map(X, W, B, mask=MASK)
+    assert Y.shape == (3, 2, 2)
+    assert torch.allclose(Y.norm(dim=-1), torch.ones(3, 2, dtype=F64))
+
+
+def test_seed_reproducible():
+    assert torch.equal(eq.random_unit_tokens(3, 4, seed=1), eq.random_unit_tokens(3, 4, seed=1))
+
+
+def test_fixed_points_and_stability():
+    W, B = eq.two_token_example(q=0.5)
+    for X in (torch.eye(2, dtype=F64), torch.tensor([[1.0, 0.0], [1.0, 0.0]], dtype=F64)):
+        e = eq.analyse(X, W, B, mask=MASK)
+        assert e.residual < 1e-14 and abs(e.spectral_radius - 0.5) < 1e-10 and e.stable
+    assert eq.analyse(torch.eye(2, dtype=F64), W, B, mask=MASK).rank == 2
+
+
+def test_tangent_basis_orthonormal_and_tangent():
+    X = eq.random_unit_tokens(3, 4, seed=2)
+    U = eq.tangent_basis(X)
+    assert U.shape == (12, 9)
+    assert torch.allclose(U.T @ U, torch.eye(9, dtype=F64), atol=1e-12)
+    assert torch.allclose(X.reshape(1, -1) @ U * 0, torch.zeros(1, 9, dtype=F64))
+    for i in range(3):
+        assert torch.allclose(X[i] @ U[4 * i:4 * i + 4], torch.zeros(9, dtype=F64), atol=1e-12)
+
+
+def test_polish_converges():
+    W, B = eq.two_token_example()
+    X = torch.tensor([[1.0, 0.05], [0.1, 1.0]], dtype=F64)
+    X = X / X.norm(dim=-1, keepdim=True)
+    Xp = eq.polish(X, W, B, mask=MASK)
+    assert torch.linalg.matrix_norm(eq.layer_map(Xp, W, B, mask=MASK) - Xp) < 1e-12
+
+
+def test_numerical_rank_and_unique():
+    X = torch.tensor([[1.0, 0.0], [2.0, 0.0]], dtype=F64)
+    assert int(eq.numerical_rank(X)) == 1
+    S = torch.stack([X, X, X + 1])
+    assert len(eq.unique_equilibria(S)) == 2
+
+
+def test_errors():
+    W, B = eq.two_token_example()
+    with pytest.raises(ValueError):
+        eq.layer_map(torch.ones(2, 3, dtype=F64), W, B)
+    with pytest.raises(TypeError):
+        eq.layer_map(torch.ones(2, 2, dtype=torch.float32), W, B)
+    with pytest.raises(ValueError):
+        eq.tangent_basis(torch.ones(2, 2, dtype=F64))
+    with pytest.raises(ValueError):
+        eq.two_token_example(q=1.5)
+    with pytest.raises(ValueError):
+        eq.layer_map(eq.random_unit_tokens(2, 2, seed=0), W, B, norm="bad")

@@ -1,0 +1,117 @@
+"""Unit tests for rcteach.logits: shapes, batching, seeds, exact identities, error paths."""
+
+import math
+
+import pytest
+import torch
+
+from rcteach import LN2, attention, attention_map, orthonormal_tokens, random_attention, theory
+from rcteach.device import DEVICE_ENV
+from rcteach.logits import leading_term, qk_logits, random_logits, random_qk_logits
+
+
+@pytest.fixture(autouse=True)
+def cpu_env(monkeypatch):
+    monkeypatch.setenv(DEVICE_ENV, "cpu")
+
+
+def test_random_logits_shape_dtype_seed():
+    g = random_logits(8, 1.0, batch=(2, 3), seed=1)
+    assert g.shape == (2, 3, 8, 8) and g.dtype == torch.float64
+    assert torch.equal(g, random_logits(8, 1.0, batch=(2, 3), seed=1))
+    assert not torch.equal(g, random_logits(8, 1.0, batch=(2, 3), seed=2))
+    gen = torch.Generator().manual_seed(1)
+    assert torch.equal(g, random_logits(8, 1.0, batch=(2, 3), generator=gen))
+    assert random_logits(8, 1.0, dtype=torch.float32, seed=0).dtype == torch.float32
+
+
+def test_random_logits_matches_random_attention_and_mean_cancels():
+    g = random_logits(16, LN2, batch=3, seed=5)
+    assert torch.equal(attention_map(g), random_attention(16, LN2, batch=3, seed=5))
+    g_shift = random_logits(16, LN2, m=-2.5, batch=3, seed=5)
+    assert torch.allclose(g_shift, g - 2.5, atol=1e-15)
+    assert torch.allclose(attention_map(g_shift), attention_map(g), atol=1e-15)
+
+
+def test_random_logits_moments():
+    g = random_logits(256, 2.0, m=0.5, batch=4, seed=0)
+    assert g.mean().item() == pytest.approx(0.5, abs=0.02)  # 262144 draws: sd of the mean ~0.003
+    assert g.var().item() == pytest.approx(2.0, rel=0.02)
+
+
+def test_qk_logits_matches_attention():
+    X = orthonormal_tokens(10, 20, batch=2, seed=0)
+    gen = torch.Generator().manual_seed(1)
+    W_Q = torch.randn(20, 4, generator=gen, dtype=torch.float64)
+    W_K = torch.randn(2, 20, 4, generator=gen, dtype=torch.float64)
+    g = qk_logits(X, W_Q, W_K, beta=0.7)
+    assert g.shape == (2, 10, 10)
+    assert torch.allclose(g, 0.7 * (X @ W_Q) @ (X @ W_K).transpose(-2, -1) / 2.0, atol=1e-14)
+    assert torch.allclose(attention_map(g), attention(X, W_Q, W_K, beta=0.7), atol=1e-15)
+    assert torch.linalg.matrix_rank(g[0]).item() <= 4
+
+
+def test_qk_logits_errors():
+    X = torch.zeros(5, 6, dtype=torch.float64)
+    W = torch.zeros(6, 3, dtype=torch.float64)
+    with pytest.raises(ValueError, match="W_Q"):
+        qk_logits(X, torch.zeros(7, 3, dtype=torch.float64), W)
+    with pytest.raises(ValueError, match="d_qk"):
+        qk_logits(X, W, torch.zeros(6, 4, dtype=torch.float64))
+    with pytest.raises(TypeError, match="W_K"):
+        qk_logits(X, W, W.float())
+    with pytest.raises(TypeError, match="X"):
+        qk_logits([[1.0]], W, W)
+    with pytest.raises(TypeError, match="beta"):
+        qk_logits(X, W, W, beta="hot")
+
+
+def test_random_qk_logits_shape_seed_variance():
+    g = random_qk_logits(32, 64, 8, batch=3, seed=2)
+    assert g.shape == (3, 32, 32) and g.dtype == torch.float64
+    assert torch.equal(g, random_qk_logits(32, 64, 8, batch=3, seed=2))
+    g = random_qk_logits(64, 128, 32, token_norm_sq=4.0, sigma_q=0.5, sigma_k=0.25, beta=2.0, batch=8, seed=3)
+    predicted = theory.logit_variance(0.5, 0.25, 4.0, beta=2.0)
+    assert g.var().item() == pytest.approx(predicted, rel=0.05)  # 8 heads: spread of the pooled variance ~1.5%
+
+
+def test_random_qk_logits_errors():
+    with pytest.raises(ValueError, match="T"):
+        random_qk_logits(64, 32, 8)  # T > d: no orthonormal tokens
+    with pytest.raises(ValueError, match="d_qk"):
+        random_qk_logits(8, 16, 0)
+    with pytest.raises(ValueError, match="sigma_q"):
+        random_qk_logits(8, 16, 4, sigma_q=-1.0)
+    with pytest.raises(ValueError, match="seed or generator"):
+        random_qk_logits(8, 16, 4, seed=1, generator=torch.Generator())
+
+
+def test_leading_term_exact_properties():
+    g = random_logits(32, 1.0, m=0.3, batch=2, seed=4)
+    L = leading_term(g, 1.0, m=0.3)
+    assert L.shape == (2, 32, 32)
+    assert torch.allclose(L.sum(-1), torch.ones(2, 32, dtype=torch.float64), atol=1e-14)
+    Z = torch.exp(g - 0.3 - 0.5) - 1
+    assert torch.allclose(L, 1 / 32 + (Z - Z.mean(-1, keepdim=True)) / 32, atol=1e-15)
+    assert torch.allclose(leading_term(torch.zeros(4, 4, dtype=torch.float64), 0.0), torch.full((4, 4), 0.25, dtype=torch.float64))
+
+
+def test_leading_term_accuracy():
+    T, s2 = 256, LN2
+    g = random_logits(T, s2, batch=4, seed=6)
+    A, L = attention_map(g), leading_term(g, s2)
+    ratio = (torch.linalg.matrix_norm(A - L) / torch.linalg.matrix_norm(L - 1 / T)).mean().item()
+    assert ratio == pytest.approx(theory.leading_term_residual(T, s2), rel=0.2)  # per-seed spread ~4%
+
+
+def test_leading_term_errors():
+    with pytest.raises(ValueError, match="logits"):
+        leading_term(torch.zeros(3, 4, dtype=torch.float64), 1.0)
+    with pytest.raises(ValueError, match="s2"):
+        leading_term(torch.zeros(3, 3, dtype=torch.float64), -1.0)
+    with pytest.raises(TypeError, match="m"):
+        leading_term(torch.zeros(3, 3, dtype=torch.float64), 1.0, m=None)
+    with pytest.raises(ValueError, match="s2"):
+        random_logits(4, -0.1)
+    with pytest.raises(TypeError, match="T"):
+        random_logits(4.0, 1.0)

@@ -1,0 +1,163 @@
+"""Unit tests for the closed forms of rcteach.theory that the foundation ships.
+
+Each formula is checked against an independent computation: its defining expression, numerical
+integration or optimisation, or a small seeded simulation with a tolerance justified inline.
+"""
+
+import math
+
+import pytest
+import torch
+from scipy import integrate, optimize
+
+from rcteach import LN2, centre, gaussian_tokens, orthonormal_tokens, random_attention, theory
+from rcteach.device import DEVICE_ENV
+
+S2 = [0.0, 0.1, LN2, 1.0, 2.5]
+
+
+@pytest.fixture(autouse=True)
+def cpu_env(monkeypatch):
+    monkeypatch.setenv(DEVICE_ENV, "cpu")
+
+
+# -- c ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("s2", S2)
+def test_c_definition(s2):
+    assert theory.c(s2) == pytest.approx(math.exp(s2) - 1, rel=1e-14, abs=1e-300)
+
+
+@pytest.mark.parametrize("s2, m", [(0.3, 0.0), (LN2, -LN2 / 2), (1.2, 0.7)])
+def test_c_is_squared_coefficient_of_variation_of_lognormal(s2, m):
+    """c = Var(e^g) / (E e^g)^2 for g ~ N(m, s2), by numerical integration (independent of m)."""
+    sd = math.sqrt(s2)
+    density = lambda x: math.exp(-((x - m) ** 2) / (2 * s2)) / math.sqrt(2 * math.pi * s2)  # noqa: E731
+    lo, hi = m - 14 * sd, m + 14 * sd
+    m1 = integrate.quad(lambda x: math.exp(x) * density(x), lo, hi, epsabs=0, epsrel=1e-12)[0]
+    m2 = integrate.quad(lambda x: math.exp(2 * x) * density(x), lo, hi, epsabs=0, epsrel=1e-12)[0]
+    assert theory.c(s2) == pytest.approx(m2 / m1**2 - 1, rel=1e-8)
+
+
+def test_c_at_ln2_is_one_and_zero_at_zero():
+    assert theory.c(LN2) == pytest.approx(1.0, abs=1e-15)
+    assert theory.c(0) == 0.0
+    assert theory.c(1e-20) == pytest.approx(1e-20, rel=1e-12)  # expm1: no cancellation
+
+
+# -- formulas in c ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("T", [2, 16, 1000])
+@pytest.mark.parametrize("s2", S2)
+def test_formulas_in_c(T, s2):
+    c = math.exp(s2) - 1
+    assert theory.entry_sd(T, s2) == pytest.approx(math.sqrt(c) / T, rel=1e-13, abs=1e-300)
+    assert theory.bulk_radius(T, s2) == pytest.approx(math.sqrt(c / T), rel=1e-13, abs=1e-300)
+    assert theory.top_singular_value(T, s2) == pytest.approx(1 + c / (2 * T), rel=1e-14)
+    assert theory.frobenius_sq(s2) == pytest.approx(1 + c, rel=1e-14)
+    assert theory.frobenius_sq(s2, centred=True) == pytest.approx(c, rel=1e-13, abs=1e-300)
+    assert theory.width_stable_rank(s2) == pytest.approx(1 + c, rel=1e-14)
+
+
+def test_values_at_ln2():
+    assert theory.bulk_radius(256, LN2) == pytest.approx(1 / 16, rel=1e-14)
+    assert theory.entry_sd(100, LN2) == pytest.approx(0.01, rel=1e-14)
+    assert theory.top_singular_value(50, LN2) == pytest.approx(1.01, rel=1e-14)
+    assert theory.frobenius_sq(LN2) == pytest.approx(2.0, rel=1e-14)
+    assert theory.width_stable_rank(LN2) == pytest.approx(2.0, rel=1e-14)
+
+
+# -- centred_width_slope ---------------------------------------------------------------------------
+
+def slope_by_optimisation(gamma):
+    f = lambda z: -z / ((1 + z) ** 2 * (1 + gamma * z))  # noqa: E731
+    res = optimize.minimize_scalar(f, bounds=(1e-9, 1e3), method="bounded", options=dict(xatol=1e-12))
+    return -res.fun
+
+
+@pytest.mark.parametrize("gamma", [0.0, 1e-6, 0.1, 0.5, 1.0, 3.0])
+def test_centred_width_slope_is_the_maximum(gamma):
+    assert theory.centred_width_slope(gamma) == pytest.approx(slope_by_optimisation(gamma), rel=1e-9)
+
+
+def test_centred_width_slope_limits():
+    assert theory.centred_width_slope(0) == 0.25
+    assert theory.centred_width_slope(1e-9) == pytest.approx(0.25, rel=1e-8)  # continuous at 0
+    values = [theory.centred_width_slope(g) for g in (0.0, 0.25, 0.5, 1.0, 2.0)]
+    assert all(a > b for a, b in zip(values, values[1:]))  # wider gamma, smaller slope
+    z = (math.sqrt(9) - 1) / 4  # gamma = 1: z* = 1/2
+    assert theory.centred_width_slope(1.0) == pytest.approx(z / ((1 + z) ** 2 * (1 + z)), rel=1e-14)
+
+
+# -- logit_variance --------------------------------------------------------------------------------
+
+def test_logit_variance_formula():
+    assert theory.logit_variance(0.5, 0.8, 2.25) == pytest.approx(0.25 * 0.64 * 2.25**2, rel=1e-14)
+    assert theory.logit_variance(0.5, 0.8, 2.25, beta=3.0) == pytest.approx(9 * theory.logit_variance(0.5, 0.8, 2.25))
+    assert theory.logit_variance(0.02, 0.02, 768) == pytest.approx(0.094, abs=5e-4)  # BERT/GPT-2, notes section 1
+
+
+def test_logit_variance_by_simulation():
+    """Logits q.k / sqrt(d_qk) of orthogonal tokens of squared norm r2 have variance s_q^2 s_k^2 r2^2.
+
+    200 independent draws of 8 x 8 logits: the sample variance scatters by ~1% (three seeds gave
+    0.802, 0.809, 0.806 against 0.81); 5% is a wide margin.
+    """
+    d, T, d_qk, r2, sq, sk, n = 32, 8, 16, 2.25, 0.5, 0.8, 200
+    X = math.sqrt(r2) * orthonormal_tokens(T, d, batch=n, seed=0)
+    W_Q = gaussian_tokens(d, d_qk, std=sq, batch=n, seed=1)
+    W_K = gaussian_tokens(d, d_qk, std=sk, batch=n, seed=2)
+    g = (X @ W_Q) @ (X @ W_K).transpose(-2, -1) / math.sqrt(d_qk)
+    assert g.var().item() == pytest.approx(theory.logit_variance(sq, sk, r2), rel=0.05)
+
+
+# -- the 1/T expansion against simulation ----------------------------------------------------------
+
+def test_leading_order_against_simulation():
+    """T = 128, 8 matrices at s2 = ln 2.
+
+    Finite-T bias and seed spread (three seeds measured): ||A_perp||_F^2 / c in 0.94-0.97 (the
+    leading term drops O(1/T) and O(sqrt(c/T)) corrections), sd(A_perp) / entry_sd in 0.97-0.99,
+    (sigma_1 - 1) / (c / 2T) in 0.94-1.02.  Tolerances: 10%, 6%, 20%.
+    """
+    T = 128
+    A = random_attention(T, LN2, batch=8, seed=0)
+    Ap = centre(A)
+    frob = Ap.square().sum((-2, -1)).mean().item()
+    assert frob == pytest.approx(theory.frobenius_sq(LN2, centred=True), rel=0.10)
+    assert A.square().sum((-2, -1)).mean().item() == pytest.approx(theory.frobenius_sq(LN2), rel=0.05)
+    assert Ap.std().item() == pytest.approx(theory.entry_sd(T, LN2), rel=0.06)
+    s1 = torch.linalg.svdvals(A)[..., 0].mean().item()
+    assert s1 - 1 == pytest.approx(theory.top_singular_value(T, LN2) - 1, rel=0.20)
+
+
+# -- errors ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "f, args, kwargs, error, match",
+    [
+        (theory.c, (-0.1,), {}, ValueError, "s2"),
+        (theory.c, (math.nan,), {}, ValueError, "s2"),
+        (theory.c, (math.inf,), {}, ValueError, "s2"),
+        (theory.c, ("1",), {}, TypeError, "s2"),
+        (theory.entry_sd, (1, LN2), {}, ValueError, "T"),
+        (theory.entry_sd, (4.0, LN2), {}, TypeError, "T"),
+        (theory.entry_sd, (4, -1.0), {}, ValueError, "s2"),
+        (theory.bulk_radius, (1, LN2), {}, ValueError, "T"),
+        (theory.bulk_radius, (4, -1.0), {}, ValueError, "s2"),
+        (theory.top_singular_value, (0, LN2), {}, ValueError, "T"),
+        (theory.top_singular_value, (4, math.nan), {}, ValueError, "s2"),
+        (theory.frobenius_sq, (-1.0,), {}, ValueError, "s2"),
+        (theory.width_stable_rank, (-1.0,), {}, ValueError, "s2"),
+        (theory.centred_width_slope, (-0.5,), {}, ValueError, "gamma"),
+        (theory.centred_width_slope, (math.inf,), {}, ValueError, "gamma"),
+        (theory.logit_variance, (-1.0, 1.0, 1.0), {}, ValueError, "sigma_q"),
+        (theory.logit_variance, (1.0, -1.0, 1.0), {}, ValueError, "sigma_k"),
+        (theory.logit_variance, (1.0, 1.0, -1.0), {}, ValueError, "token_norm_sq"),
+        (theory.logit_variance, (1.0, 1.0, 1.0), dict(beta=math.nan), ValueError, "beta"),
+        (theory.logit_variance, (1.0, 1.0, 1.0), dict(beta="2"), TypeError, "beta"),
+    ],
+)
+def test_errors(f, args, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        f(*args, **kwargs)
