@@ -41,7 +41,7 @@ $(VENDOR)/.installed: Makefile
 
 book: setup vendor
 	rm -rf _build
-	$(VENV)/bin/jupyter-book build . --all --warningiserror --keep-going
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(VENV)/bin/jupyter-book build . --all --warningiserror --keep-going
 	@echo "Book built: open _build/html/index.html"
 
 # Each of the $(JOBS) workers (and the kernels it starts) gets one BLAS/OpenMP thread: with

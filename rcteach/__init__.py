@@ -73,9 +73,9 @@ __all__ = [
 
 
 def __getattr__(name):
-    """``rcteach.widgets`` (the interactive explorers) is imported on first use: it needs ipywidgets."""
-    if name == "widgets":
+    """``rcteach.widgets`` (needs ipywidgets) and ``rcteach.models`` (needs transformers) load on first use."""
+    if name in ("widgets", "models"):
         import importlib
 
-        return importlib.import_module(".widgets", __name__)
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,26 +1,87 @@
-"""Benchmark: rcteach against the bare torch kernels on the same sizes (``python -m rcteach bench``).
+"""Benchmark suite: rcteach against the bare torch kernels, cost growth and memory (``python -m rcteach bench``).
 
-For each T, on a batch of independent matrices, the median wall time of
+Three sections, measured in one run and written to one tidy CSV (``--csv``, a ``section`` column):
 
-* ``random_attention + spectrum``  vs  ``randn -> softmax -> linalg.eigvals``;
-* ``stable_rank``  vs  ``linalg.svdvals`` and its sum (the Gram definition costs the same).
+``kernel``
+    For each case and each T, the median wall time of the rcteach call and of the bare torch
+    kernels computing the same numbers on the same tensors, timed alternately (paired) so that
+    drifting load hits both; ``ratio`` = the median over pairs of rcteach / bare (robust to load
+    that drifts between pairs), target <= 1.1.  Peak memory of one extra
+    run of each (``peak_mb_*``, see below).  Cases (batch B of independent matrices):
 
-The ratio is the overhead of validation, seeding and sorting; the target is <= 1.1.
+    * ``spectrum``: ``random_attention`` + ``spectrum`` vs randn -> softmax -> ``linalg.eigvals``;
+    * ``stable_rank``: ``stable_rank`` vs ``linalg.svdvals`` and its sums;
+    * ``stable_rank_lanczos``: the matrix-free ``stable_rank(method="lanczos")`` of A vs the same
+      dense ``svdvals`` kernel (a ratio < 1 is the saving of not decomposing);
+    * ``bulk_radius_frobenius``: ``matfree.frobenius_bulk_radius`` vs the centring and norm in torch;
+    * ``width``: ``width_stable_ranks`` (gamma = 1) vs randn/softmax/matmul/``eigvalsh``;
+    * ``trajectory``: ``propagate`` over ``depth`` layers (d = T, Gaussian values, all metrics per
+      layer) vs the same loop of bare kernels.
+
+``fit``
+    Per case, the exponent p of time ~ T^p by log-log least squares (:func:`fit_exponent`) for
+    rcteach and for the bare kernel, next to the kernel's complexity (``expected``): 3 for the
+    dense decompositions, 2 for the O(T^2) and matrix-free paths.  "No step worse than its kernel"
+    means p(rcteach) <= p(bare) up to timing noise.
+
+``depth``
+    ``propagate`` at one T for several depths, with the fitted exponent in the depth (expected 1).
+
+Peak memory (:func:`peak_memory_mb`, one extra untimed call after the timed ones): on CUDA,
+``torch.cuda.max_memory_allocated`` above the memory allocated before the call.  On the CPU torch's
+allocator keeps no statistics (and tracemalloc does not see it), so on Linux the freed heap is
+returned to the OS (``malloc_trim``), the kernel's peak-RSS mark is reset (``/proc/self/clear_refs``)
+and the peak resident set size VmHWM above the pre-call VmRSS is reported: every page the call
+touched, including LAPACK workspaces and allocator slack, to page granularity (MiB values below
+about 0.1 are noise).  Elsewhere the ``ru_maxrss`` increase is used, which is 0 when the call stays
+under the process's earlier high-water mark.
+
+Presets: ``--quick`` (T <= 256, a few seconds), the default (T up to 1024), and
+``--gpu-suite`` (CUDA, T up to 16384 within a time budget; see scripts/gpu_benchmark.sh).
 """
 
 from __future__ import annotations
 
 import csv
+import ctypes
 import math
+import os
+import resource
 import statistics
+import sys
 import time
 from collections.abc import Callable
 
 import torch
 
 from .attention import LN2, random_attention
+from .depth import propagate
 from .device import resolve
+from .matfree import frobenius_bulk_radius
+from .matfree import stable_rank as matfree_stable_rank
 from .metrics import spectrum, stable_rank
+from .width import width_stable_ranks
+
+__all__ = ["CASES", "PRESETS", "run", "run_depth", "fit_exponent", "fits", "suite", "format_rows", "peak_memory_mb", "main"]
+
+CASES = ("spectrum", "stable_rank", "stable_rank_lanczos", "bulk_radius_frobenius", "width", "trajectory")
+EXPECTED = {"spectrum": 3, "stable_rank": 3, "stable_rank_lanczos": 2, "bulk_radius_frobenius": 2, "width": 3,
+            "trajectory": 3}
+
+# sizes, batch, repeats, depths (for the depth section), trajectory depth, and per-case size caps
+PRESETS = {
+    "quick": dict(sizes=(64, 128, 256), batch=4, repeats=5, depths=(1, 2, 4, 8), depth=4, max_T={}),
+    "default": dict(sizes=(128, 256, 512, 1024), batch=8, repeats=5, depths=(1, 2, 4, 8, 16), depth=4, max_T={}),
+    # one H200: the general eigensolver (geev) runs partly on the host, so spectra stop at 4096;
+    # dense symmetric/SVD kernels at 8192; the O(T^2) and matrix-free paths go to 16384
+    "gpu": dict(sizes=(1024, 2048, 4096, 8192, 16384), batch=1, repeats=3, depths=(1, 2, 4, 8), depth=4,
+                max_T={"spectrum": 4096, "stable_rank": 8192, "width": 8192, "trajectory": 8192}),
+}
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def _paired_medians(kit: Callable[[], object], bare: Callable[[], object], repeats: int, device: torch.device):
@@ -28,8 +89,7 @@ def _paired_medians(kit: Callable[[], object], bare: Callable[[], object], repea
     def timed(fn):
         start = time.perf_counter()
         fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+        _sync(device)
         return time.perf_counter() - start
 
     timed(kit), timed(bare)  # warm-up
@@ -37,58 +97,347 @@ def _paired_medians(kit: Callable[[], object], bare: Callable[[], object], repea
     return statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs)
 
 
-def _cases(T: int, batch: int, device: torch.device, dtype: torch.dtype):
-    """(name, rcteach callable, bare-kernel callable) for one size."""
+def _paired(kit, bare, repeats, device):
+    """(median kit s, median bare s, median of the per-pair ratios kit/bare: robust to load drift)."""
+    def timed(fn):
+        start = time.perf_counter()
+        fn()
+        _sync(device)
+        return time.perf_counter() - start
+
+    timed(kit), timed(bare)  # warm-up
+    pairs = [(timed(kit), timed(bare)) for _ in range(repeats)]
+    return (statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs),
+            statistics.median(p[0] / p[1] for p in pairs))
+
+
+def _proc_status() -> dict[str, int] | None:
+    """VmRSS and VmHWM (bytes) from /proc/self/status, or None without /proc."""
+    try:
+        with open("/proc/self/status") as f:
+            return {k: int(v.split()[0]) * 1024 for k, v in (line.split(":", 1) for line in f)
+                    if k in ("VmRSS", "VmHWM")}
+    except (OSError, ValueError):
+        return None
+
+
+def _reset_peak_rss() -> bool:
+    """Release freed heap to the OS and reset the kernel's peak-RSS mark (Linux); False if impossible.
+
+    (No gc.collect(): tensors are freed by reference counting, and a collection costs ~0.3 s.)
+    """
+    try:
+        ctypes.CDLL(None).malloc_trim(0)  # glibc: give freed arenas back, so reuse shows up as new pages
+    except (OSError, AttributeError):
+        pass
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # resets VmHWM to the current VmRSS (Linux >= 4.0)
+        return True
+    except OSError:
+        return False
+
+
+def peak_memory_mb(fn: Callable[[], object], device) -> float:
+    """Peak memory (MiB) that one call of ``fn`` adds above what was in use before it (module doc)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        _sync(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        base = torch.cuda.memory_allocated(device)
+        out = fn()
+        _sync(device)
+        peak = torch.cuda.max_memory_allocated(device) - base
+        del out
+        return peak / 2 ** 20
+    if _reset_peak_rss():
+        base = _proc_status()["VmRSS"]
+        out = fn()
+        peak = _proc_status()["VmHWM"] - base
+        del out
+        return max(peak, 0) / 2 ** 20
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # the process's high-water mark
+    out = fn()
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    del out
+    scale = 1 if sys.platform == "darwin" else 1024  # bytes on macOS, KiB on Linux
+    return max(after - before, 0) * scale / 2 ** 20
+
+
+def _cases(T: int, batch: int, device: torch.device, dtype: torch.dtype, depth: int, only=CASES):
+    """(name, rcteach callable, bare-kernel callable) for one size; the same tensors for both."""
     gen = torch.Generator(device=device)
+    s = math.sqrt(LN2)
+    out = []
 
-    def bare_spectrum():
-        gen.manual_seed(0)
-        g = math.sqrt(LN2) * torch.randn(batch, T, T, generator=gen, device=device, dtype=dtype)
-        return torch.linalg.eigvals(torch.softmax(g, dim=-1))
+    if "spectrum" in only:
+        def bare_spectrum():
+            gen.manual_seed(0)
+            g = s * torch.randn(batch, T, T, generator=gen, device=device, dtype=dtype)
+            return torch.linalg.eigvals(torch.softmax(g, dim=-1))
 
-    def kit_spectrum():
-        return spectrum(random_attention(T, batch=batch, seed=0, device=device, dtype=dtype))
+        def kit_spectrum():
+            return spectrum(random_attention(T, batch=batch, seed=0, device=device, dtype=dtype))
 
-    X = random_attention(T, batch=batch, seed=1, device=device, dtype=dtype)
+        out.append(("spectrum", kit_spectrum, bare_spectrum))
+
+    needs_A = {"stable_rank", "stable_rank_lanczos", "bulk_radius_frobenius"} & set(only)
+    A = random_attention(T, batch=batch, seed=1, device=device, dtype=dtype) if needs_A else None
 
     def bare_stable_rank():
-        s2 = torch.linalg.svdvals(X).square()
+        s2 = torch.linalg.svdvals(A).square()
         return s2.sum(-1) / s2[..., 0]
 
-    def kit_stable_rank():
-        return stable_rank(X)
+    if "stable_rank" in only:
+        out.append(("stable_rank", lambda: stable_rank(A), bare_stable_rank))
+    if "stable_rank_lanczos" in only:
+        out.append(("stable_rank_lanczos", lambda: matfree_stable_rank(A, method="lanczos"), bare_stable_rank))
+    if "bulk_radius_frobenius" in only:
+        def bare_bulk():
+            return torch.linalg.matrix_norm(A - A.mean(-1, keepdim=True)) / math.sqrt(T)
 
-    return [("random_attention + spectrum", kit_spectrum, bare_spectrum),
-            ("stable_rank", kit_stable_rank, bare_stable_rank)]
+        out.append(("bulk_radius_frobenius", lambda: frobenius_bulk_radius(A), bare_bulk))
+
+    if "width" in only:
+        def bare_width():
+            gen.manual_seed(2)
+            A = torch.softmax(s * torch.randn(batch, T, T, generator=gen, device=device, dtype=dtype), dim=-1)
+            Y = torch.randn(batch, T, T, generator=gen, device=device, dtype=dtype)
+            out = A @ Y
+            lam = torch.linalg.eigvalsh(out @ out.mT).clamp_min(0.0)
+            return lam.sum(-1) / lam[..., -1]
+
+        def kit_width():
+            return width_stable_ranks(T, 1.0, seeds=batch, seed=2, device=device, dtype=dtype)
+
+        out.append(("width", kit_width, bare_width))
+
+    if "trajectory" in only:
+        X0 = torch.randn(batch, T, T, generator=gen.manual_seed(3), device=device, dtype=dtype) / math.sqrt(T)
+
+        def bare_metrics(X):
+            mu = torch.linalg.matrix_norm(X - X.mean(-2, keepdim=True))
+            norm = torch.linalg.matrix_norm(X)
+            s2 = torch.linalg.eigvalsh(X @ X.mT).clamp_min(0).flip(-1)
+            return mu, s2.sum(-1) / s2[..., 0], s2.square().sum(-1) / s2[..., 0].square(), norm
+
+        def bare_trajectory():
+            gen.manual_seed(4)
+            X, metrics = X0, [bare_metrics(X0)]
+            for _ in range(depth):
+                A = torch.softmax(s * torch.randn(batch, T, T, generator=gen, device=device, dtype=dtype), dim=-1)
+                W = torch.randn(batch, T, T, generator=gen, device=device, dtype=dtype)
+                X = (A @ X) @ W
+                metrics.append(bare_metrics(X))
+            return [torch.stack(m) for m in zip(*metrics)]
+
+        def kit_trajectory():
+            return propagate(X0, depth, seed=4)
+
+        out.append(("trajectory", kit_trajectory, bare_trajectory))
+    return out
 
 
-def run(sizes=(128, 256, 512, 1024), batch=8, repeats=5, device=None, dtype=None) -> list[dict]:
-    """Time every case at every T; returns rows with seconds for rcteach and the bare kernel."""
+def _row(section, name, T, depth, batch, device, dtype, t_kit, t_bare, mem_kit=math.nan, mem_bare=math.nan,
+         ratio=None):
+    return {"section": section, "case": name, "T": T, "depth": depth, "batch": batch, "device": str(device),
+            "dtype": str(dtype).removeprefix("torch."), "bare_s": t_bare, "rcteach_s": t_kit,
+            "ratio": ratio if ratio is not None else t_kit / t_bare if t_bare else math.nan, "peak_mb_bare": mem_bare, "peak_mb_rcteach": mem_kit,
+            "exponent_bare": math.nan, "exponent_rcteach": math.nan, "expected": math.nan}
+
+
+def run(sizes=(128, 256, 512, 1024), batch=8, repeats=5, device=None, dtype=None, *, cases=CASES, depth=4,
+        memory=True, max_T=None, budget_s=None, log=None) -> list[dict]:
+    """Time every case at every T (section ``kernel``); returns one row per (case, T).
+
+    ``max_T`` caps T per case; ``budget_s`` skips a (case, T) whose predicted time (from the case's
+    previous size and its expected exponent) would exceed what is left of the budget; ``log`` is
+    called with each finished row (e.g. to append it to a file at once).
+    """
     device, dtype = resolve(device, dtype)
+    max_T = max_T or {}
+    start = time.perf_counter()
+    last: dict[str, tuple[int, float]] = {}
     rows = []
     for T in sizes:
-        for name, kit, bare in _cases(T, batch, device, dtype):
-            t_kit, t_bare = _paired_medians(kit, bare, repeats, device)
-            rows.append({"case": name, "T": T, "batch": batch, "device": str(device), "dtype": str(dtype).removeprefix("torch."),
-                         "bare_s": t_bare, "rcteach_s": t_kit, "ratio": t_kit / t_bare})
+        todo = [c for c in cases if T <= max_T.get(c, math.inf)]
+        if budget_s is not None:
+            left = budget_s - (time.perf_counter() - start)
+            keep = []
+            for c in todo:  # a case whose predicted time no longer fits what is left is skipped
+                if c in last:
+                    T0, t0 = last[c]
+                    predicted = t0 * (T / T0) ** EXPECTED[c] * (2 * repeats + 4)
+                    if predicted > left:
+                        continue
+                    left -= predicted
+                keep.append(c)
+            todo = keep
+        for name, kit, bare in _cases(T, batch, device, dtype, depth, only=todo):
+            t0 = time.perf_counter()
+            t_kit, t_bare, ratio = _paired(kit, bare, repeats, device)
+            mem_kit = peak_memory_mb(kit, device) if memory else math.nan
+            mem_bare = peak_memory_mb(bare, device) if memory else math.nan
+            last[name] = (T, (time.perf_counter() - t0) / (2 * repeats + 4))
+            row = _row("kernel", name, T, depth if name == "trajectory" else 1, batch, device, dtype,
+                       t_kit, t_bare, mem_kit, mem_bare, ratio)
+            rows.append(row)
+            if log is not None:
+                log(row)
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
     return rows
 
 
+def run_depth(T=256, depths=(1, 2, 4, 8, 16), batch=8, repeats=5, device=None, dtype=None, log=None,
+              budget_s=None) -> list[dict]:
+    """``propagate`` against the bare loop at one T for several depths (section ``depth``).
+
+    With ``budget_s``, stops before a depth once the elapsed time exceeds half the budget.
+    """
+    device, dtype = resolve(device, dtype)
+    rows = []
+    start = time.perf_counter()
+    for L in depths:
+        if budget_s is not None and time.perf_counter() - start > budget_s / 2:
+            break
+        (name, kit, bare), = _cases(T, batch, device, dtype, L, only=("trajectory",))
+        t_kit, t_bare, ratio = _paired(kit, bare, repeats, device)
+        row = _row("depth", name, T, L, batch, device, dtype, t_kit, t_bare, ratio=ratio)
+        rows.append(row)
+        if log is not None:
+            log(row)
+    return rows
+
+
+def fit_exponent(x, y) -> float:
+    """Slope p of log y = a + p log x by least squares (y ~ x^p); needs >= 2 distinct x, y > 0."""
+    x, y = [float(v) for v in x], [float(v) for v in y]
+    if len(x) != len(y) or len(set(x)) < 2:
+        raise ValueError("fit_exponent needs x and y of the same length with >= 2 distinct x")
+    if min(x) <= 0 or min(y) <= 0:
+        raise ValueError("fit_exponent needs x > 0 and y > 0 (a log-log fit)")
+    lx, ly = [math.log(v) for v in x], [math.log(v) for v in y]
+    mx, my = statistics.fmean(lx), statistics.fmean(ly)
+    return sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sum((a - mx) ** 2 for a in lx)
+
+
+def fits(rows: list[dict]) -> list[dict]:
+    """Section ``fit``: per case, the fitted exponents in T (kernel rows) and in depth (depth rows)."""
+    out = []
+    for section, var in (("kernel", "T"), ("depth", "depth")):
+        for name in dict.fromkeys(r["case"] for r in rows if r["section"] == section):
+            part = [r for r in rows if r["section"] == section and r["case"] == name]
+            if len({r[var] for r in part}) < 2:
+                continue
+            xs = [r[var] for r in part]
+            row = _row("fit", name, f"{min(xs)}-{max(xs)}" if var == "T" else part[0]["T"],
+                       f"{min(xs)}-{max(xs)}" if var == "depth" else part[0]["depth"], part[0]["batch"],
+                       part[0]["device"], part[0]["dtype"], math.nan, math.nan)
+            row["ratio"] = math.nan
+            row["exponent_bare"] = fit_exponent(xs, [r["bare_s"] for r in part])
+            row["exponent_rcteach"] = fit_exponent(xs, [r["rcteach_s"] for r in part])
+            row["expected"] = EXPECTED[name] if var == "T" else 1
+            row["fit_in"] = var
+            out.append(row)
+    return out
+
+
+def suite(preset="default", *, device=None, dtype=None, sizes=None, batch=None, repeats=None, depths=None,
+          budget_s=None, log=None) -> list[dict]:
+    """The three sections with a preset's settings (``"quick"``, ``"default"``, ``"gpu"``), overridable."""
+    if preset not in PRESETS:
+        raise ValueError(f"preset must be one of {', '.join(map(repr, PRESETS))}; got {preset!r}")
+    p = dict(PRESETS[preset])
+    sizes = tuple(sizes or p["sizes"])
+    batch = batch or p["batch"]
+    repeats = repeats or p["repeats"]
+    depths = tuple(depths or p["depths"])
+    device, dtype = resolve(device, dtype)
+    start = time.perf_counter()
+    rows = run(sizes, batch, repeats, device, dtype, depth=p["depth"], max_T=p["max_T"],
+               budget_s=None if budget_s is None else 0.8 * budget_s, log=log)
+    depth_T = sorted(sizes)[len(sizes) // 2] if preset != "gpu" else min(2048, max(sizes))
+    left = None if budget_s is None else budget_s - (time.perf_counter() - start)
+    if left is None or left > 0.1 * budget_s:
+        rows += run_depth(depth_T, depths, batch, repeats, device, dtype, log=log, budget_s=left)
+    return rows + fits(rows)
+
+
+def _fmt(v, spec):
+    if isinstance(v, float) and math.isnan(v):
+        return ""
+    return format(v, spec) if isinstance(v, (int, float)) else str(v)
+
+
 def format_rows(rows: list[dict]) -> str:
-    head = f"{'case':<30} {'T':>5} {'batch':>5} {'bare (s)':>10} {'rcteach (s)':>12} {'ratio':>6}"
-    lines = [head, "-" * len(head)]
-    lines += [f"{r['case']:<30} {r['T']:>5} {r['batch']:>5} {r['bare_s']:>10.4f} {r['rcteach_s']:>12.4f} {r['ratio']:>6.2f}"
-              for r in rows]
-    return "\n".join(lines)
+    """The kernel, depth and fit sections as plain-text tables."""
+    parts = []
+    kernel = [r for r in rows if r.get("section", "kernel") in ("kernel", "depth")]
+    if kernel:
+        head = (f"{'section':<7} {'case':<22} {'T':>6} {'depth':>5} {'batch':>5} {'bare (s)':>10} {'rcteach (s)':>12} "
+                f"{'ratio':>6} {'peak MB bare':>12} {'peak MB rct':>12}")
+        lines = [head, "-" * len(head)]
+        for r in kernel:
+            lines.append(f"{r.get('section', 'kernel'):<7} {r['case']:<22} {r['T']:>6} {r.get('depth', 1):>5} "
+                         f"{r['batch']:>5} {r['bare_s']:>10.4f} {r['rcteach_s']:>12.4f} {r['ratio']:>6.2f} "
+                         f"{_fmt(r.get('peak_mb_bare', math.nan), '.1f'):>12} "
+                         f"{_fmt(r.get('peak_mb_rcteach', math.nan), '.1f'):>12}")
+        parts.append("\n".join(lines))
+    fit = [r for r in rows if r.get("section") == "fit"]
+    if fit:
+        head = f"{'fitted exponent':<22} {'in':>5} {'range':>12} {'bare':>6} {'rcteach':>8} {'expected':>8}"
+        lines = [head, "-" * len(head)]
+        for r in fit:
+            rng = r["T"] if r["fit_in"] == "T" else r["depth"]
+            lines.append(f"{r['case']:<22} {r['fit_in']:>5} {rng:>12} {r['exponent_bare']:>6.2f} "
+                         f"{r['exponent_rcteach']:>8.2f} {r['expected']:>8}")
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
+
+
+FIELDS = ["section", "case", "T", "depth", "batch", "device", "dtype", "bare_s", "rcteach_s", "ratio",
+          "peak_mb_bare", "peak_mb_rcteach", "exponent_bare", "exponent_rcteach", "expected", "fit_in"]
+
+
+def write_csv(rows: list[dict], path) -> None:
+    """All sections in one tidy CSV (empty cells where a column does not apply)."""
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({k: _fmt(r.get(k, math.nan), "") if isinstance(r.get(k), float) else r.get(k, "")
+                             for k in FIELDS})
 
 
 def main(args) -> int:
-    rows = run(args.sizes, args.batch, args.repeats, args.device)
+    preset = "gpu" if getattr(args, "gpu_suite", False) else "quick" if getattr(args, "quick", False) else "default"
+    device = args.device
+    if preset == "gpu" and device is None:
+        device = "cuda"
+    dtype = {None: None, "float32": torch.float32, "float64": torch.float64}[getattr(args, "dtype", None)]
+    budget = getattr(args, "budget", None)
+    if preset == "gpu" and budget is None:
+        budget = 360.0
+    progress = None
+    if args.csv:
+        partial = open(args.csv + ".partial", "w", newline="")
+        writer = csv.DictWriter(partial, fieldnames=FIELDS)
+        writer.writeheader()
+
+        def progress(row):  # noqa: F811 - rows land on disk as they finish (a killed run keeps them)
+            writer.writerow({k: row.get(k, "") for k in FIELDS})
+            partial.flush()
+    started = time.perf_counter()
+    rows = suite(preset, device=device, dtype=dtype, sizes=args.sizes, batch=args.batch, repeats=args.repeats,
+                 depths=getattr(args, "depths", None), budget_s=budget, log=progress)
+    dev, dt = resolve(device, dtype)
+    print(f"rcteach bench, preset {preset}, device {dev}, dtype {str(dt).removeprefix('torch.')}, "
+          f"torch threads {torch.get_num_threads()}, {time.perf_counter() - started:.1f} s")
     print(format_rows(rows))
     if args.csv:
-        with open(args.csv, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+        partial.close()
+        write_csv(rows, args.csv)
+        os.remove(args.csv + ".partial")
         print(f"wrote {args.csv}")
     return 0

@@ -28,6 +28,15 @@ def _bench(args) -> int:
     return bench_main(args)
 
 
+def _sweep(args) -> int:
+    from .sweep import authors_grid
+
+    out = authors_grid(args.out, seeds=args.seeds, depth=args.depth, device=args.device)
+    print(f"authors' grid: width {len(out['width'])} rows, depth {len(out['depth'])} rows, "
+          f"{out['seconds']:.1f} s; tables in {args.out}/width.csv and {args.out}/depth.csv")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m rcteach", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -41,13 +50,29 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--json", action="store_true", help="print the results as JSON")
     check.add_argument("-k", default="*", metavar="GLOB", help="run only the checks whose name matches GLOB")
 
-    bench = sub.add_parser("bench", help="time rcteach against the bare torch kernels")
-    bench.add_argument("--sizes", type=int, nargs="+", default=[128, 256, 512, 1024], help="values of T")
-    bench.add_argument("--batch", type=int, default=8, help="batch of independent matrices")
-    bench.add_argument("--repeats", type=int, default=5, help="timed repeats (median reported)")
+    bench = sub.add_parser("bench", help="time rcteach against the bare torch kernels (see rcteach.bench)")
+    preset = bench.add_mutually_exclusive_group()
+    preset.add_argument("--quick", action="store_true", help="small sizes (T <= 256), a few seconds")
+    preset.add_argument("--gpu-suite", action="store_true",
+                        help="CUDA, T up to 16384 within --budget seconds (scripts/gpu_benchmark.sh)")
+    bench.add_argument("--sizes", type=int, nargs="+", default=None, help="values of T (default: the preset's)")
+    bench.add_argument("--depths", type=int, nargs="+", default=None, help="depths of the depth section")
+    bench.add_argument("--batch", type=int, default=None, help="batch of independent matrices")
+    bench.add_argument("--repeats", type=int, default=None, help="timed repeats (median reported)")
     bench.add_argument("--device", default=None, help="torch device")
-    bench.add_argument("--csv", default=None, help="also write the table to this CSV file")
+    bench.add_argument("--dtype", choices=["float32", "float64"], default=None,
+                       help="default: float64 on the CPU, float32 on CUDA")
+    bench.add_argument("--budget", type=float, default=None,
+                       help="seconds: skip sizes predicted to overrun (default: none; 360 with --gpu-suite)")
+    bench.add_argument("--csv", default=None, help="also write every section to this CSV file")
     bench.set_defaults(func=_bench)
+
+    sweep = sub.add_parser("sweep", help="run the Mind-the-Gap grid (rcteach.sweep.authors_grid) into CSV tables")
+    sweep.add_argument("out", help="folder for width.csv and depth.csv (rerun: resumes)")
+    sweep.add_argument("--seeds", type=int, default=5, help="runs per point (default 5, as the authors)")
+    sweep.add_argument("--depth", type=int, default=10, help="layers of the depth sweep (default 10)")
+    sweep.add_argument("--device", default=None, help="torch device")
+    sweep.set_defaults(func=_sweep)
     return parser
 
 

@@ -230,6 +230,15 @@ class _Options:
             return [w] * self.depth
         return [self.draw() for _ in range(self.depth)]
 
+    def lazy_draws(self):
+        """The same draws as :meth:`draws`, made layer by layer as the run consumes them (the
+        layers use no randomness, so the numbers are identical): memory O(T^2 + d^2), not O(depth)."""
+        if self.shared:
+            yield from self.draws()
+            return
+        for _ in range(self.depth):
+            yield self.draw()
+
 
 def _flag(name, value) -> bool:
     if not isinstance(value, bool):
@@ -329,7 +338,7 @@ def propagate(
                     skip=skip, values=values, value_var=value_var, d_qk=d_qk, W_Q=W_Q, W_K=W_K, W_V=W_V,
                     shared=shared, seed=seed, generator=generator, device=device, dtype=dtype)
     keep_states = _flag("keep_states", keep_states)
-    trajectory, _ = opts.run(opts.draws(), keep_states)
+    trajectory, _ = opts.run(opts.lazy_draws(), keep_states)
     return trajectory
 
 

@@ -19,12 +19,19 @@ from . import _validate
 __all__ = ["stable_rank", "mu", "spectrum", "SpectralGap", "spectral_gap", "spectrum_distance", "decay_rate"]
 
 
-def stable_rank(X, *, gram=False) -> torch.Tensor:
+def stable_rank(X, *, gram=False, method="exact") -> torch.Tensor:
     """Stable rank of X (*batch, m, n) from its singular values s_1 >= s_2 >= ...
 
     ``gram=False``: sum s_i^2 / s_1^2 (in [1, rank X]);  ``gram=True``: sum s_i^4 / s_1^4, the
     stable rank of X X^T.  Returns shape (*batch,).  X must not be zero.
+    ``method="exact"`` (default) takes every s_i from an SVD; ``"lanczos"`` or ``"power"`` get
+    s_1 matrix-free (:func:`rcteach.matfree.stable_rank`, no O(T^3) decomposition).
     """
+    if method != "exact":
+        from . import matfree
+
+        method = _validate.choice("method", method, ("exact", *matfree.METHODS))
+        return matfree.stable_rank(X, gram=gram, method=method)
     X = _validate.matrix("X", X)
     s = torch.linalg.svdvals(X)  # (*batch, min(m, n)), descending
     if not (s[..., 0] > 0).all():

@@ -46,6 +46,7 @@ __all__ = [
     "depth_mu_ratio",
     "skip_consensus_factor",
     "norm_growth",
+    "model_bulk_logit_variance",
 ]
 
 
@@ -111,6 +112,26 @@ def logit_variance(sigma_q, sigma_k, token_norm_sq, *, beta=1.0) -> float:
     r2 = _validate.real("token_norm_sq", token_norm_sq, minimum=0.0)
     beta = _validate.real("beta", beta)
     return beta**2 * sigma_q**2 * sigma_k**2 * r2**2
+
+
+def model_bulk_logit_variance(d, T, *, std=0.02, shared_fraction=1.0 / 3.0) -> float:
+    """Effective s2 of the attention bulk in layer 1 of a LayerNorm-ed model at initialisation.
+
+    Tokens after LayerNorm have r^2 = d; a fraction rho = ``shared_fraction`` of their squared
+    norm is common to all tokens (BERT/RoBERTa add the same token-type embedding to every token:
+    rho = 1/3 for three embeddings of equal std; GPT-2 with distinct tokens: rho = 0), the rest u_i
+    is Gaussian, so that u u^T has second moment (1 + gamma) times that of orthonormal rows,
+    gamma = T/d.  The common part only adds rank-one terms that leave the bulk unchanged, so the
+    bulk sees  s2 = std^4 d^2 (1 - rho)^2 (1 + gamma)  (chapter "Real transformers at
+    initialisation"; a derived leading-order estimate).  Use with :func:`bulk_radius`.
+    """
+    d = _validate.integer("d", d, minimum=1)
+    T = _validate.integer("T", T, minimum=2)
+    std = _validate.real("std", std, positive=True)
+    rho = _validate.real("shared_fraction", shared_fraction, minimum=0.0)
+    if rho > 1:
+        raise ValueError(f"shared_fraction must lie in [0, 1], got {rho}")
+    return logit_variance(std, std, d) * (1 - rho) ** 2 * (1 + T / d)
 
 
 # -- leading 1/T term and spectral gap (chapters "The leading 1/T term", "The spectral gap") -------

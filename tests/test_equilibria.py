@@ -65,3 +65,48 @@ def test_errors():
         eq.two_token_example(q=1.5)
     with pytest.raises(ValueError):
         eq.layer_map(eq.random_unit_tokens(2, 2, seed=0), W, B, norm="bad")
+
+
+def test_triangular_example_matches_two_token_and_shape():
+    W, B = eq.triangular_example(2, q=0.5)
+    W2, B2 = eq.two_token_example(q=0.5)
+    assert torch.equal(W, W2) and torch.equal(B, B2)
+    W, B = eq.triangular_example(5, q=0.8)
+    assert W.shape == B.shape == (5, 5) and W.dtype == F64
+    assert torch.equal(B, torch.triu(torch.ones(5, 5, dtype=F64), 1))
+    # telescoping: the uniform average of e_1..e_m times W_V is q^(m-1) e_m / m
+    for m in range(1, 6):
+        avg = torch.eye(5, dtype=F64)[:m].mean(0) @ W
+        assert torch.allclose(avg, 0.8 ** (m - 1) / m * torch.eye(5, dtype=F64)[m - 1], atol=1e-15)
+
+
+def test_full_rank_radius_is_q():
+    for N, q in ((3, 0.5), (4, 0.8)):
+        W, B = eq.triangular_example(N, q=q)
+        e = eq.analyse(torch.eye(N, dtype=F64), W, B, mask=rcteach.make_mask("causal", N))
+        assert e.residual < 1e-14 and abs(e.spectral_radius - q) < 1e-10 and e.rank == N
+
+
+def test_rank_k_equilibrium_every_rank():
+    N = 4
+    for k in range(1, N + 1):
+        e = eq.rank_k_equilibrium(k, N=N)
+        assert e.rank == k and e.residual < 1e-12 and e.stable
+        assert torch.allclose(e.X[:k], torch.eye(N, dtype=F64)[:k], atol=1e-12)
+        assert torch.allclose(e.X[:, k:], torch.zeros(N, N - k, dtype=F64), atol=1e-12)
+    assert eq.rank_k_equilibrium(1, N=3).collapsed
+
+
+def test_triangular_errors():
+    with pytest.raises(ValueError):
+        eq.triangular_example(1)
+    with pytest.raises(ValueError):
+        eq.triangular_example(3, q=1.0)
+    with pytest.raises(TypeError):
+        eq.triangular_example(3, q="a")
+    with pytest.raises(ValueError):
+        eq.rank_k_equilibrium(4, N=3)
+    with pytest.raises(ValueError):
+        eq.rank_k_equilibrium(0, N=3)
+    with pytest.raises(ValueError):
+        eq.rank_k_equilibrium(1, N=3, steps=-1)

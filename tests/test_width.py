@@ -34,7 +34,6 @@ def test_matches_metrics_stable_rank():
     T, d = 12, 24
     A = rcteach.random_attention(T, batch=2, generator=gen)
     Y = torch.randn(2, T, d, generator=gen, dtype=torch.float64)
-    gen = torch.Generator().manual_seed(5)
     for gram in (False, True):
         gen = torch.Generator().manual_seed(5)
         ours = width_stable_ranks(T, T / d, seeds=2, gram=gram, generator=gen)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from .. import equilibria as eq
+from ..depth import normalise
 from ..masks import make_mask
 from .registry import Comparison, register
 
@@ -42,15 +43,46 @@ def equilibrium_stable() -> Comparison:
 
 @register(
     "equilibria-every-rank",
-    claim=("From random starts, the N = d = 2 causal example reaches stable equilibria of rank 1 (consensus) and "
-           "rank 2 (full): the ranks found are (1, 2)"),
+    claim=("With the causal mask and RMS normalisation, the N = d triangular example (W_V = diag(q^(m-1)) minus "
+           "its subdiagonal shift, B = strictly upper-triangular ones, q = 0.8) has a stable equilibrium of every "
+           "rank k = 1..N: the ranks verified are (1, ..., N)"),
     source="derived",
-    tolerance_note="exact: a set of ranks, each equilibrium verified by residual < 1e-12 and spectral radius < 1",
-    quick=dict(starts=64, steps=200),
-    full=dict(starts=512, steps=400),
+    tolerance_note=("exact: a set of ranks.  Rank k counts when the constructed state has numerical rank k, residual "
+                    "< 1e-12 (Newton reaches ~1e-16), tangent spectral radius < 1 (measured 0.80-0.88 for N <= 6, "
+                    "far from 1), and every one of `perturbations` random perturbations of size `eps` = 1e-6 returns "
+                    "to within 1e-8 after `steps` layers (linear stability predicts a return rate ~radius^steps).  eps is a "
+                    "setting, not slack: the Jacobian is non-normal and the basins shrink with N (N = 5, X = I: all of 64 "
+                    "perturbations of 1e-6 return, 77% of 1e-4; at N = 6 one of 64 perturbations of 1e-6 escaped)"),
+    quick=dict(N=4, perturbations=8, eps=1e-6, steps=300),
+    full=dict(N=5, perturbations=64, eps=1e-6, steps=600),
 )
-def equilibria_every_rank(*, starts, steps, seed=0) -> Comparison:
-    W_V, B = eq.two_token_example()
-    found = eq.find_equilibria(W_V, B, N=2, mask=make_mask("causal", 2), starts=starts, steps=steps, tol=1e-12, seed=seed)
-    ranks = tuple(sorted({e.rank for e in found if e.stable}))
-    return Comparison(prediction=(1, 2), measured=ranks)
+def equilibria_every_rank(*, N, perturbations, eps, steps, q=0.8, seed=0) -> Comparison:
+    W_V, B = eq.triangular_example(N, q=q)
+    mask = make_mask("causal", N)
+    gen = torch.Generator().manual_seed(seed)
+    ranks = []
+    for k in range(1, N + 1):  # a loop over N ranks
+        e = eq.rank_k_equilibrium(k, N=N, q=q)
+        if e.rank != k or e.residual >= 1e-12 or not e.stable:
+            continue
+        X0 = normalise(e.X + eps * torch.randn(perturbations, N, N, generator=gen, dtype=e.X.dtype), "rms")
+        X = eq.iterate(X0, W_V, B, steps=steps, mask=mask)
+        if bool((torch.linalg.matrix_norm(X - e.X) < 1e-8).all()):
+            ranks.append(k)
+    return Comparison(prediction=tuple(range(1, N + 1)), measured=tuple(ranks))
+
+
+@register(
+    "equilibrium-full-rank-radius",
+    claim=("In the N = d triangular example the full-rank equilibrium X = I is stable with tangent spectral radius "
+           "exactly q: each token's block is nilpotent towards earlier directions and has eigenvalues q^(p-m) towards "
+           "later ones"),
+    source="derived",
+    tolerance_note="autograd Jacobian and an eigenvalue problem of size N(N-1) in float64: error ~1e-15; 1e-10 leaves margin",
+    quick=dict(N=5, q=0.8),
+    full=dict(N=8, q=0.5),
+)
+def equilibrium_full_rank_radius(*, N, q) -> Comparison:
+    W_V, B = eq.triangular_example(N, q=q)
+    J = eq.tangent_jacobian(torch.eye(N, dtype=torch.float64), W_V, B, mask=make_mask("causal", N))
+    return Comparison(prediction=q, measured=eq.spectral_radius(J), tolerance=1e-10)

@@ -1,0 +1,167 @@
+"""Unit tests for rcteach.sweep: the grid runner, the tidy table, resuming, plots, the experiments."""
+
+import csv
+
+import matplotlib
+import pytest
+import torch
+
+matplotlib.use("Agg")
+
+from rcteach import sweep as sw  # noqa: E402
+from rcteach.sweep import Table, authors_grid, depth_point, grid_points, plot_sweep, point_seed, sweep, width_point  # noqa: E402
+
+CALLS = []
+
+
+def toy(a, b, *, seeds, seed):
+    """One value per seed, reproducible from seed, plus a scalar column."""
+    CALLS.append((a, b))
+    g = torch.Generator().manual_seed(seed)
+    return {"x": a * 10 + b + torch.rand(seeds, generator=g, dtype=torch.float64), "const": 1.5}
+
+
+def test_grid_points_order_and_errors():
+    pts = grid_points({"a": [1, 2], "b": ["u", "v", "w"]})
+    assert pts[:2] == [{"a": 1, "b": "u"}, {"a": 1, "b": "v"}] and len(pts) == 6
+    with pytest.raises(ValueError, match="grid"):
+        grid_points({})
+    with pytest.raises(ValueError, match="seed"):
+        grid_points({"seed": [1]})
+    with pytest.raises(TypeError, match="grid"):
+        grid_points({"a": "abc"})
+    with pytest.raises(ValueError, match="empty"):
+        grid_points({"a": []})
+
+
+def test_point_seed_order_independent():
+    assert point_seed({"a": 1, "b": 2.0}) == point_seed({"b": 2.0, "a": 1})
+    assert point_seed({"a": 1}) != point_seed({"a": 2})
+    assert point_seed({"a": 1}, base=1) != point_seed({"a": 1})
+    assert 0 <= point_seed({"a": 1}) < 2 ** 31
+
+
+def test_sweep_tidy_rows():
+    t = sweep(toy, {"a": [1, 2], "b": [3, 4]}, seeds=3, progress=False)
+    assert isinstance(t, Table) and len(t) == 12
+    assert t.columns == ["a", "b", "seed", "x", "const", "seconds"]
+    assert t["seed"][:3] == [0, 1, 2]
+    assert t.where(a=2, b=4)["const"] == [1.5] * 3
+    assert all(23 <= x < 24 for x in t.where(a=2, b=3)["x"])
+    g = t.group(["a"], "x")
+    assert g["n"] == [6, 6] and len(g) == 2
+    again = sweep(toy, {"b": [4, 3], "a": [2, 1]}, seeds=3, progress=False)  # reordered grid
+    assert sorted(again["x"]) == sorted(t["x"])  # same seeds per point
+
+
+def test_sweep_resume(tmp_path):
+    path = tmp_path / "s.csv"
+    CALLS.clear()
+    first = sweep(toy, {"a": [1], "b": [3, 4]}, seeds=2, path=path, progress=False)
+    assert len(CALLS) == 2
+    CALLS.clear()
+    full = sweep(toy, {"a": [1, 2], "b": [3, 4]}, seeds=2, path=path, progress=False)
+    assert CALLS == [(2, 3), (2, 4)]  # only the new points ran
+    assert len(full) == 8
+    assert full.where(a=1)["x"] == first["x"]
+    on_disk = Table.read_csv(path)
+    assert len(on_disk) == 8 and on_disk.where(a=2, b=4)["seed"] == [0, 1]
+    assert isinstance(on_disk["x"][0], float) and isinstance(on_disk["a"][0], int)
+    CALLS.clear()
+    sweep(toy, {"a": [1, 2], "b": [3, 4]}, seeds=2, path=path, progress=False)
+    assert CALLS == []  # nothing left to do
+    fresh = sweep(toy, {"a": [1], "b": [3]}, seeds=2, path=path, resume=False, progress=False)
+    assert len(Table.read_csv(path)) == len(fresh) == 2
+    with open(path) as f:
+        assert next(csv.reader(f)) == ["a", "b", "seed", "x", "const", "seconds"]
+
+
+def test_sweep_resume_wrong_grid(tmp_path):
+    path = tmp_path / "s.csv"
+    sweep(toy, {"a": [1], "b": [3]}, path=path, progress=False)
+    with pytest.raises(ValueError, match="column"):
+        sweep(lambda c, seeds, seed: 1.0, {"c": [1]}, path=path, progress=False)
+
+
+def test_sweep_errors():
+    with pytest.raises(TypeError, match="fn"):
+        sweep(3, {"a": [1]})
+    with pytest.raises(ValueError, match="seeds"):
+        sweep(toy, {"a": [1], "b": [1]}, seeds=0)
+    with pytest.raises(TypeError, match="resume"):
+        sweep(toy, {"a": [1], "b": [1]}, resume=1)
+    with pytest.raises(ValueError, match="one per seed"):
+        sweep(lambda a, seeds, seed: torch.zeros(seeds + 1), {"a": [1]}, seeds=2, progress=False)
+
+
+def test_table_io_and_errors(tmp_path):
+    t = Table([{"a": 1, "flag": True, "name": "x", "v": 0.5}])
+    t.to_csv(tmp_path / "t.csv")
+    back = Table.read_csv(tmp_path / "t.csv")
+    assert back.rows == t.rows
+    with pytest.raises(KeyError, match="zz"):
+        t["zz"]
+    with pytest.raises(KeyError, match="zz"):
+        t.where(zz=1)
+    with pytest.raises(KeyError, match="zz"):
+        t.group(["zz"], "v")
+    assert "1 rows" in repr(t)
+
+
+def test_plot_sweep():
+    t = sweep(toy, {"a": [1, 2, 3], "b": [0, 1]}, seeds=2, progress=False)
+    ax = plot_sweep(t, "a", "x", hue="b", ylabel="x (toy)")
+    assert len(ax.lines) == 2 and ax.get_legend() is not None
+    ax = plot_sweep(t.where(b=0), "a", "x", logy=True)
+    assert ax.get_yscale() == "log"
+    with pytest.raises(TypeError, match="table"):
+        plot_sweep([], "a", "x")
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+
+
+def test_width_and_depth_points():
+    w = width_point(32, 0.5, seeds=3, seed=0)
+    assert set(w) == {"stable_rank", "stable_rank_gram"} and w["stable_rank"].shape == (3,)
+    assert (w["stable_rank_gram"] <= w["stable_rank"]).all()
+    d = depth_point(16, 0.5, 3, seeds=2, seed=0)
+    assert d["stable_rank"].shape == (2,) and (d["relative_mu"] >= 0).all()
+    assert torch.equal(depth_point(16, 0.5, 3, seeds=2, seed=0)["stable_rank"], d["stable_rank"])
+    with pytest.raises(ValueError, match="gamma"):
+        depth_point(16, 2.0, 3)
+
+
+def test_authors_grid_small(monkeypatch, tmp_path):
+    monkeypatch.setattr(sw, "AUTHORS_GRID", {"T": [8, 12], "gamma": [1.0, 0.5]})
+    out = authors_grid(tmp_path, seeds=2, depth=2, progress=False)
+    assert len(out["width"]) == len(out["depth"]) == 2 * 2 * 2 * 2
+    assert (tmp_path / "width.csv").exists() and (tmp_path / "depth.csv").exists()
+    assert out["seconds"] > 0
+
+
+def test_cli_sweep(monkeypatch, tmp_path, capsys):
+    from rcteach.cli import main
+
+    monkeypatch.setattr(sw, "AUTHORS_GRID", {"T": [8], "gamma": [1.0]})
+    assert main(["sweep", str(tmp_path), "--seeds", "2", "--depth", "2", "--device", "cpu"]) == 0
+    assert "authors' grid: width 4 rows, depth 4 rows" in capsys.readouterr().out
+    assert len(Table.read_csv(tmp_path / "depth.csv")) == 4
+
+
+def test_sweep_layers_column(tmp_path):
+    def traj(T, seeds, seed):
+        from rcteach import orthonormal_tokens, propagate
+
+        run = propagate(orthonormal_tokens(T, T, batch=seeds, seed=seed), 3, values="identity", seed=seed + 1)
+        return {"ratio": run.mu.square() / run.mu[0].square(), "T_again": float(T)}
+
+    t = sweep(traj, {"T": [8, 16]}, seeds=2, path=tmp_path / "t.csv", progress=False)
+    assert len(t) == 2 * 4 * 2 and t.columns[:3] == ["T", "layer", "seed"]
+    assert t.where(T=8, layer=0)["ratio"] == [1.0, 1.0]
+    g = t.where(T=16).group(["layer"], "ratio")
+    assert g["layer"] == [0, 1, 2, 3] and g["mean"][3] < g["mean"][1]
+    assert len(Table.read_csv(tmp_path / "t.csv")) == len(t)
+    with pytest.raises(ValueError, match="layers"):
+        sweep(lambda a, seeds, seed: {"x": torch.zeros(3, seeds), "y": torch.zeros(2, seeds)}, {"a": [1]},
+              progress=False)
