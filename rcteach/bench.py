@@ -6,7 +6,8 @@ Three sections, measured in one run and written to one tidy CSV (``--csv``, a ``
     For each case and each T, the median wall time of the rcteach call and of the bare torch
     kernels computing the same numbers on the same tensors, timed alternately (paired) so that
     drifting load hits both; ``ratio`` = the median over pairs of rcteach / bare (robust to load
-    that drifts between pairs), target <= 1.1.  Peak memory of one extra
+    that drifts between pairs), target <= 1.1; ``ratio_min`` = min rcteach / min bare, robust to
+    preemption on a loaded machine (prefer it for calls of a few milliseconds).  Peak memory of one extra
     run of each (``peak_mb_*``, see below).  Cases (batch B of independent matrices):
 
     * ``spectrum``: ``random_attention`` + ``spectrum`` vs randn -> softmax -> ``linalg.eigvals``;
@@ -62,7 +63,8 @@ from .matfree import stable_rank as matfree_stable_rank
 from .metrics import spectrum, stable_rank
 from .width import width_stable_ranks
 
-__all__ = ["CASES", "PRESETS", "run", "run_depth", "fit_exponent", "fits", "suite", "format_rows", "peak_memory_mb", "main"]
+__all__ = ["CASES", "PRESETS", "run", "run_depth", "fit_exponent", "fits", "suite", "format_rows", "write_csv",
+           "peak_memory_mb", "main"]
 
 CASES = ("spectrum", "stable_rank", "stable_rank_lanczos", "bulk_radius_frobenius", "width", "trajectory")
 EXPECTED = {"spectrum": 3, "stable_rank": 3, "stable_rank_lanczos": 2, "bulk_radius_frobenius": 2, "width": 3,
@@ -70,11 +72,13 @@ EXPECTED = {"spectrum": 3, "stable_rank": 3, "stable_rank_lanczos": 2, "bulk_rad
 
 # sizes, batch, repeats, depths (for the depth section), trajectory depth, and per-case size caps
 PRESETS = {
-    "quick": dict(sizes=(64, 128, 256), batch=4, repeats=5, depths=(1, 2, 4, 8), depth=4, max_T={}),
-    "default": dict(sizes=(128, 256, 512, 1024), batch=8, repeats=5, depths=(1, 2, 4, 8, 16), depth=4, max_T={}),
+    "quick": dict(sizes=(64, 128, 256), batch=4, repeats=5, depths=(1, 2, 4, 8), depth=4, depth_T=128, max_T={}),
+    # the general (non-symmetric) eigensolver costs ~10x an SVD: spectra stop at T = 512 on the CPU
+    "default": dict(sizes=(128, 256, 512, 1024), batch=8, repeats=5, depths=(1, 2, 4, 8, 16), depth=4, depth_T=256,
+                    max_T={"spectrum": 512}),
     # one H200: the general eigensolver (geev) runs partly on the host, so spectra stop at 4096;
     # dense symmetric/SVD kernels at 8192; the O(T^2) and matrix-free paths go to 16384
-    "gpu": dict(sizes=(1024, 2048, 4096, 8192, 16384), batch=1, repeats=3, depths=(1, 2, 4, 8), depth=4,
+    "gpu": dict(sizes=(1024, 2048, 4096, 8192, 16384), batch=1, repeats=3, depths=(1, 2, 4, 8), depth=4, depth_T=2048,
                 max_T={"spectrum": 4096, "stable_rank": 8192, "width": 8192, "trajectory": 8192}),
 }
 
@@ -84,21 +88,12 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _paired_medians(kit: Callable[[], object], bare: Callable[[], object], repeats: int, device: torch.device):
-    """Median seconds of ``kit`` and ``bare``, timed alternately so that drifting load hits both."""
-    def timed(fn):
-        start = time.perf_counter()
-        fn()
-        _sync(device)
-        return time.perf_counter() - start
-
-    timed(kit), timed(bare)  # warm-up
-    pairs = [(timed(kit), timed(bare)) for _ in range(repeats)]
-    return statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs)
-
-
 def _paired(kit, bare, repeats, device):
-    """(median kit s, median bare s, median of the per-pair ratios kit/bare: robust to load drift)."""
+    """(median kit s, median bare s, median of the per-pair ratios kit/bare, min kit s / min bare s).
+
+    The median ratio is robust to load that drifts between pairs; the ratio of the minima to
+    preemption on a shared machine (a millisecond call either finishes in its time slice or waits
+    for the next one, so its times are bimodal and the medians of short calls are noise)."""
     def timed(fn):
         start = time.perf_counter()
         fn()
@@ -108,7 +103,7 @@ def _paired(kit, bare, repeats, device):
     timed(kit), timed(bare)  # warm-up
     pairs = [(timed(kit), timed(bare)) for _ in range(repeats)]
     return (statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs),
-            statistics.median(p[0] / p[1] for p in pairs))
+            statistics.median(p[0] / p[1] for p in pairs), min(p[0] for p in pairs) / min(p[1] for p in pairs))
 
 
 def _proc_status() -> dict[str, int] | None:
@@ -239,10 +234,11 @@ def _cases(T: int, batch: int, device: torch.device, dtype: torch.dtype, depth: 
 
 
 def _row(section, name, T, depth, batch, device, dtype, t_kit, t_bare, mem_kit=math.nan, mem_bare=math.nan,
-         ratio=None):
+         ratio=None, ratio_min=math.nan):
     return {"section": section, "case": name, "T": T, "depth": depth, "batch": batch, "device": str(device),
             "dtype": str(dtype).removeprefix("torch."), "bare_s": t_bare, "rcteach_s": t_kit,
-            "ratio": ratio if ratio is not None else t_kit / t_bare if t_bare else math.nan, "peak_mb_bare": mem_bare, "peak_mb_rcteach": mem_kit,
+            "ratio": ratio if ratio is not None else t_kit / t_bare if t_bare else math.nan, "ratio_min": ratio_min,
+            "peak_mb_bare": mem_bare, "peak_mb_rcteach": mem_kit,
             "exponent_bare": math.nan, "exponent_rcteach": math.nan, "expected": math.nan}
 
 
@@ -275,12 +271,12 @@ def run(sizes=(128, 256, 512, 1024), batch=8, repeats=5, device=None, dtype=None
             todo = keep
         for name, kit, bare in _cases(T, batch, device, dtype, depth, only=todo):
             t0 = time.perf_counter()
-            t_kit, t_bare, ratio = _paired(kit, bare, repeats, device)
+            t_kit, t_bare, ratio, ratio_min = _paired(kit, bare, repeats, device)
             mem_kit = peak_memory_mb(kit, device) if memory else math.nan
             mem_bare = peak_memory_mb(bare, device) if memory else math.nan
             last[name] = (T, (time.perf_counter() - t0) / (2 * repeats + 4))
             row = _row("kernel", name, T, depth if name == "trajectory" else 1, batch, device, dtype,
-                       t_kit, t_bare, mem_kit, mem_bare, ratio)
+                       t_kit, t_bare, mem_kit, mem_bare, ratio, ratio_min)
             rows.append(row)
             if log is not None:
                 log(row)
@@ -302,8 +298,8 @@ def run_depth(T=256, depths=(1, 2, 4, 8, 16), batch=8, repeats=5, device=None, d
         if budget_s is not None and time.perf_counter() - start > budget_s / 2:
             break
         (name, kit, bare), = _cases(T, batch, device, dtype, L, only=("trajectory",))
-        t_kit, t_bare, ratio = _paired(kit, bare, repeats, device)
-        row = _row("depth", name, T, L, batch, device, dtype, t_kit, t_bare, ratio=ratio)
+        t_kit, t_bare, ratio, ratio_min = _paired(kit, bare, repeats, device)
+        row = _row("depth", name, T, L, batch, device, dtype, t_kit, t_bare, ratio=ratio, ratio_min=ratio_min)
         rows.append(row)
         if log is not None:
             log(row)
@@ -357,7 +353,7 @@ def suite(preset="default", *, device=None, dtype=None, sizes=None, batch=None, 
     start = time.perf_counter()
     rows = run(sizes, batch, repeats, device, dtype, depth=p["depth"], max_T=p["max_T"],
                budget_s=None if budget_s is None else 0.8 * budget_s, log=log)
-    depth_T = sorted(sizes)[len(sizes) // 2] if preset != "gpu" else min(2048, max(sizes))
+    depth_T = min(p["depth_T"], max(sizes))
     left = None if budget_s is None else budget_s - (time.perf_counter() - start)
     if left is None or left > 0.1 * budget_s:
         rows += run_depth(depth_T, depths, batch, repeats, device, dtype, log=log, budget_s=left)
@@ -376,11 +372,12 @@ def format_rows(rows: list[dict]) -> str:
     kernel = [r for r in rows if r.get("section", "kernel") in ("kernel", "depth")]
     if kernel:
         head = (f"{'section':<7} {'case':<22} {'T':>6} {'depth':>5} {'batch':>5} {'bare (s)':>10} {'rcteach (s)':>12} "
-                f"{'ratio':>6} {'peak MB bare':>12} {'peak MB rct':>12}")
+                f"{'ratio':>6} {'r(min)':>6} {'peak MB bare':>12} {'peak MB rct':>12}")
         lines = [head, "-" * len(head)]
         for r in kernel:
             lines.append(f"{r.get('section', 'kernel'):<7} {r['case']:<22} {r['T']:>6} {r.get('depth', 1):>5} "
                          f"{r['batch']:>5} {r['bare_s']:>10.4f} {r['rcteach_s']:>12.4f} {r['ratio']:>6.2f} "
+                         f"{_fmt(r.get('ratio_min', math.nan), '.2f'):>6} "
                          f"{_fmt(r.get('peak_mb_bare', math.nan), '.1f'):>12} "
                          f"{_fmt(r.get('peak_mb_rcteach', math.nan), '.1f'):>12}")
         parts.append("\n".join(lines))
@@ -396,7 +393,7 @@ def format_rows(rows: list[dict]) -> str:
     return "\n\n".join(parts)
 
 
-FIELDS = ["section", "case", "T", "depth", "batch", "device", "dtype", "bare_s", "rcteach_s", "ratio",
+FIELDS = ["section", "case", "T", "depth", "batch", "device", "dtype", "bare_s", "rcteach_s", "ratio", "ratio_min",
           "peak_mb_bare", "peak_mb_rcteach", "exponent_bare", "exponent_rcteach", "expected", "fit_in"]
 
 
@@ -419,24 +416,28 @@ def main(args) -> int:
     budget = getattr(args, "budget", None)
     if preset == "gpu" and budget is None:
         budget = 360.0
-    progress = None
-    if args.csv:
+    partial = writer = None
+    if args.csv:  # rows land on disk as they finish, so a killed run keeps them
         partial = open(args.csv + ".partial", "w", newline="")
         writer = csv.DictWriter(partial, fieldnames=FIELDS)
         writer.writeheader()
 
-        def progress(row):  # noqa: F811 - rows land on disk as they finish (a killed run keeps them)
-            writer.writerow({k: row.get(k, "") for k in FIELDS})
-            partial.flush()
+    def to_disk(row):
+        writer.writerow({k: row.get(k, "") for k in FIELDS})
+        partial.flush()
+
     started = time.perf_counter()
-    rows = suite(preset, device=device, dtype=dtype, sizes=args.sizes, batch=args.batch, repeats=args.repeats,
-                 depths=getattr(args, "depths", None), budget_s=budget, log=progress)
+    try:
+        rows = suite(preset, device=device, dtype=dtype, sizes=args.sizes, batch=args.batch, repeats=args.repeats,
+                     depths=getattr(args, "depths", None), budget_s=budget, log=to_disk if args.csv else None)
+    finally:
+        if partial is not None:
+            partial.close()
     dev, dt = resolve(device, dtype)
     print(f"rcteach bench, preset {preset}, device {dev}, dtype {str(dt).removeprefix('torch.')}, "
           f"torch threads {torch.get_num_threads()}, {time.perf_counter() - started:.1f} s")
     print(format_rows(rows))
     if args.csv:
-        partial.close()
         write_csv(rows, args.csv)
         os.remove(args.csv + ".partial")
         print(f"wrote {args.csv}")

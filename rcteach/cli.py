@@ -73,6 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--depth", type=int, default=10, help="layers of the depth sweep (default 10)")
     sweep.add_argument("--device", default=None, help="torch device")
     sweep.set_defaults(func=_sweep)
+
+    from . import grading, student  # student-copy (needs jupytext); assign, grade (need otter-grader)
+
+    student.add_subcommand(sub)
+    grading.add_subcommands(sub)
     return parser
 
 

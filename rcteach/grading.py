@@ -121,7 +121,7 @@ def grade(submission, autograder, *, timeout=600, output_dir=None, debug=False) 
     return {"score": float(score), "possible": float(possible), "tests": tests, "error": None}
 
 
-def time_limit_source(seconds: float) -> str:
+def time_limit_source(seconds: float, preload=()) -> str:
     """Code for the grading kernel: every cell, and every test run by the grader, gets ``seconds``.
 
     A SIGALRM timer is armed before each cell (IPython's ``pre_run_cell``) and disarmed after it;
@@ -129,10 +129,14 @@ def time_limit_source(seconds: float) -> str:
     ``Checker.check_if_not_already_checked`` (the grader's final cell runs each test file with it)
     gets its own timer per test file, so a student function that loops forever fails its tests
     instead of hanging the grader.  Loops inside one long C call are not interrupted; the
-    wall-clock limit of :func:`grade` is the backstop for those.
+    wall-clock limit of :func:`grade` is the backstop for those.  The modules named in
+    ``preload`` are imported first, outside the limit (importing torch can take seconds).
     """
+    imports = "".join(f"import {name}\n" for name in preload)
     return f'''\
 # rcteach.grading.TimeLimit: per-cell and per-test time limit ({seconds} s)
+{imports}
+
 def __rcteach_time_limit(seconds):
     import inspect
     import signal
@@ -168,33 +172,45 @@ del __rcteach_time_limit
 '''
 
 
-try:  # the plugin needs otter; the rest of this module does not
-    from otter.plugins import AbstractOtterPlugin as _PluginBase
-except ImportError:  # pragma: no cover - otter-grader not installed
-    _PluginBase = object
+def _time_limit_plugin():
+    """Build the :class:`TimeLimit` plugin class (importing otter only when it is asked for)."""
+    import nbformat
+    from otter.plugins import AbstractOtterPlugin
+
+    class TimeLimit(AbstractOtterPlugin):
+        """Otter plugin: a time limit per cell and per test file in the grading kernel.
+
+        In the assignment config (``generate: plugins:``)::
+
+            - rcteach.grading.TimeLimit:
+                seconds: 60
+                preload: [torch, rcteach]
+
+        ``before_execution`` prepends the cell of :func:`time_limit_source` to the submission:
+        ``preload`` names modules imported before the limit starts.
+        """
+
+        def before_execution(self, submission):
+            config = self.plugin_config or {}
+            source = time_limit_source(float(config.get("seconds", 60)), config.get("preload", ()))
+            if isinstance(submission, str):  # a .py submission
+                return source + "\n" + submission
+            cell = nbformat.v4.new_code_cell(source)
+            cell.pop("id", None)
+            submission.cells.insert(0, cell)
+            return submission
+
+    TimeLimit.__module__ = __name__
+    return TimeLimit
 
 
-class TimeLimit(_PluginBase):
-    """Otter plugin: a time limit per cell and per test file in the grading kernel.
-
-    In the assignment config (``generate: plugins:``)::
-
-        - rcteach.grading.TimeLimit:
-            seconds: 60
-
-    ``before_execution`` prepends the cell of :func:`time_limit_source` to the submission.
-    """
-
-    def before_execution(self, submission):
-        import nbformat
-
-        seconds = float((self.plugin_config or {}).get("seconds", 60))
-        if isinstance(submission, str):  # a .py submission
-            return time_limit_source(seconds) + "\n" + submission
-        cell = nbformat.v4.new_code_cell(time_limit_source(seconds))
-        cell.pop("id", None)
-        submission.cells.insert(0, cell)
-        return submission
+def __getattr__(name):
+    """``TimeLimit`` (the otter plugin) is built on first use: importing otter is slow."""
+    if name == "TimeLimit":
+        cls = _time_limit_plugin()
+        globals()["TimeLimit"] = cls
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _main_assign(args) -> int:

@@ -26,7 +26,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 MASTERS = grading.masters()
 NAMES = [m.parent.name for m in MASTERS]
 HANG_LIMIT = 15  # wall-clock limit for the submission that ignores the per-cell limit
-CELL_LIMIT = 8  # seconds per cell / per test file in the broken-submission autograder (> the imports cell)
+CELL_LIMIT = 6  # seconds per cell / per test file in the broken-submission autograder
 
 
 def _cell(source):
@@ -42,7 +42,8 @@ def _with_cell_limit(zip_path, out_path, seconds):
             data = src.read(item.filename)
             if item.filename == "otter_config.json":
                 config = json.loads(data)
-                config["plugins"] = [{"rcteach.grading.TimeLimit": {"seconds": seconds}}]
+                (plugin,) = config["plugins"]
+                plugin["rcteach.grading.TimeLimit"]["seconds"] = seconds
                 data = json.dumps(config).encode()
             dst.writestr(item, data)
     return out_path
@@ -218,6 +219,8 @@ def test_time_limit_plugin_prepends_a_cell():
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
     out = grading.TimeLimit("sub.ipynb", {}, {"seconds": 7}).before_execution(copy.deepcopy(nb))
     assert len(out.cells) == 2 and "7.0" in out.cells[0].source and out.cells[1].source == "x = 1"
+    with_preload = grading.TimeLimit("s.ipynb", {}, {"preload": ["torch", "rcteach"]}).before_execution(copy.deepcopy(nb))
+    assert "import torch\nimport rcteach\n" in with_preload.cells[0].source
     compile(out.cells[0].source, "<limit>", "exec")
     assert grading.TimeLimit("sub.py", {}, {}).before_execution("x = 1").endswith("x = 1")
 

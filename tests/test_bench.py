@@ -45,7 +45,8 @@ def test_cases_compute_the_same_numbers():
 
 def test_run_rows_and_fits():
     rows = bench.run((16, 24), batch=2, repeats=1, cases=("stable_rank", "width"), memory=False)
-    assert [(r["case"], r["T"]) for r in rows] == [("stable_rank", 16), ("width", 16), ("stable_rank", 24), ("width", 24)]
+    assert [(r["case"], r["T"]) for r in rows] == [("stable_rank", 16), ("width", 16),
+                                                    ("stable_rank", 24), ("width", 24)]
     assert all(r["section"] == "kernel" and r["bare_s"] > 0 and r["ratio"] > 0 for r in rows)
     assert math.isnan(rows[0]["peak_mb_bare"])
     rows += bench.run_depth(16, (1, 2), batch=2, repeats=1)

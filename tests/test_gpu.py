@@ -25,7 +25,8 @@ RTOL = {torch.float32: 1e-3, torch.float64: 1e-8}
 
 
 def _close(a, b, dtype):
-    torch.testing.assert_close(a.cpu().to(torch.float64), b.cpu().to(torch.float64), rtol=RTOL[dtype], atol=RTOL[dtype] * 1e-3)
+    torch.testing.assert_close(a.cpu().to(torch.float64), b.cpu().to(torch.float64), rtol=RTOL[dtype],
+                               atol=RTOL[dtype] * 1e-3)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -9,7 +9,8 @@ import torch
 matplotlib.use("Agg")
 
 from rcteach import sweep as sw  # noqa: E402
-from rcteach.sweep import Table, authors_grid, depth_point, grid_points, plot_sweep, point_seed, sweep, width_point  # noqa: E402
+from rcteach.sweep import (Table, authors_grid, depth_point, grid_points, plot_sweep, point_seed,  # noqa: E402
+                           sweep, width_point)
 
 CALLS = []
 
