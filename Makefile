@@ -15,9 +15,20 @@ JOBS   ?= 2
 VENDOR       := vendor
 NPM_PACKAGES := mathjax@3.2.2 requirejs@2.3.8 @jupyter-widgets/html-manager@1.0.15
 
-.PHONY: setup vendor book test check bench clean
+.PHONY: setup setup-assign vendor book test check bench clean assignments
 
 setup: $(VENV)/.installed
+
+# The optional extra for the otter-grader course assignments (assignments/, tests/test_assignments.py).
+setup-assign: $(VENV)/.assign-installed
+
+$(VENV)/.assign-installed: $(VENV)/.installed requirements-assign.txt
+	$(PY) -m pip install --quiet -r requirements-assign.txt
+	touch $@
+
+# Student notebooks and autograder zips of the three assignments -> _build/assignments/<name>/
+assignments: setup-assign
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m rcteach assign -o _build/assignments
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,7 +57,7 @@ book: setup vendor
 
 # Each of the $(JOBS) workers (and the kernels it starts) gets one BLAS/OpenMP thread: with
 # more, dense eigensolvers on 2 cores slow down many times over.
-test: setup
+test: setup setup-assign
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) --dist loadscope --nbval-lax -p no:cacheprovider
 
 check: setup

@@ -124,8 +124,9 @@ def grade(submission, autograder, *, timeout=600, output_dir=None, debug=False) 
 def time_limit_source(seconds: float, preload=()) -> str:
     """Code for the grading kernel: every cell, and every test run by the grader, gets ``seconds``.
 
-    A SIGALRM timer is armed before each cell (IPython's ``pre_run_cell``) and disarmed after it;
-    its handler raises ``TimeoutError`` in the running Python code.  Otter's
+    A periodic SIGALRM timer is armed before each cell (IPython's ``pre_run_cell``) and disarmed
+    after it; its handler raises ``TimeoutError`` in the running Python code, every ``seconds``
+    until disarmed (a test file whose examples each loop forever takes ``seconds`` per example).  Otter's
     ``Checker.check_if_not_already_checked`` (the grader's final cell runs each test file with it)
     gets its own timer per test file, so a student function that loops forever fails its tests
     instead of hanging the grader.  Loops inside one long C call are not interrupted; the
@@ -148,7 +149,9 @@ def __rcteach_time_limit(seconds):
         raise TimeoutError(f"stopped after the time limit of {{seconds}} s")
 
     signal.signal(signal.SIGALRM, on_alarm)
-    arm = lambda *args: signal.setitimer(signal.ITIMER_REAL, seconds)
+    # periodic: after a timeout, each following statement of the same cell or test file (a doctest
+    # goes on after a failing example) gets its own `seconds` again
+    arm = lambda *args: signal.setitimer(signal.ITIMER_REAL, seconds, seconds)
     disarm = lambda *args: signal.setitimer(signal.ITIMER_REAL, 0)
     ip = get_ipython()
     ip.events.register("pre_run_cell", arm)

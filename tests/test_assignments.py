@@ -1,6 +1,6 @@
 """The otter-grader course assignments in assignments/ (needs the extra: pip install -e .[assign]).
 
-One module-scoped build runs ``otter assign`` on the three masters and grades, two at a time, with
+One module-scoped build runs ``otter assign`` on the three masters and grades, three at a time, with
 ``otter run`` (local, no Docker): each solutions notebook, each student notebook (with --debug: it
 must run without raising) and two broken submissions.  The tests then only look at the results.
 """
@@ -26,7 +26,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 MASTERS = grading.masters()
 NAMES = [m.parent.name for m in MASTERS]
 HANG_LIMIT = 15  # wall-clock limit for the submission that ignores the per-cell limit
-CELL_LIMIT = 6  # seconds per cell / per test file in the broken-submission autograder
+CELL_LIMIT = 4  # seconds per cell / per test file in the broken-submission autograder
 
 
 def _cell(source):
@@ -50,7 +50,8 @@ def _with_cell_limit(zip_path, out_path, seconds):
 
 
 def _broken_submission(solutions_nb, path):
-    """The a1 solutions with q1a raising, my_centre looping forever and a final cell looping forever."""
+    """The a1 solutions with q1a raising, my_centre looping forever (sleeping, to spare the CPU
+    the other gradings share) and a final cell looping forever (busy)."""
     nb = nbformat.read(solutions_nb, as_version=4)
     for cell in nb.cells:
         if cell.cell_type != "code":
@@ -58,7 +59,7 @@ def _broken_submission(solutions_nb, path):
         if cell.source.lstrip().startswith('s2 = sp.symbols("s2"'):
             cell.source = 'raise RuntimeError("a student bug")'
         elif cell.source.lstrip().startswith("def my_centre"):
-            cell.source = "def my_centre(A):\n    while True:\n        pass"
+            cell.source = "import time\n\n\ndef my_centre(A):\n    while True:\n        time.sleep(0.05)"
     nb.cells.append(_cell("while True:\n    pass"))
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, path)
@@ -68,7 +69,7 @@ def _broken_submission(solutions_nb, path):
 def _hanging_submission(student_nb, path):
     """A notebook that ignores the per-cell alarm and loops forever: only the wall-clock limit stops it."""
     nb = nbformat.read(student_nb, as_version=4)
-    nb.cells.insert(1, _cell("import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nwhile True:\n    pass"))
+    nb.cells.insert(1, _cell("import signal, time\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nwhile True:\n    time.sleep(0.05)"))
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, path)
     return path
@@ -77,7 +78,7 @@ def _hanging_submission(student_nb, path):
 @pytest.fixture(scope="module")
 def build(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("assignments")
-    with ThreadPoolExecutor(2) as pool:
+    with ThreadPoolExecutor(3) as pool:  # the broken and hanging submissions mostly wait
         built = dict(zip(NAMES, pool.map(lambda m: grading.assign(m, tmp / "build", run_tests=False), MASTERS)))
         a1 = built["a1_spectral_gap"]
         broken = _broken_submission(a1["autograder"].parent / "a1_spectral_gap.ipynb", tmp / "broken" / "a1_spectral_gap.ipynb")
@@ -228,3 +229,17 @@ def test_time_limit_plugin_prepends_a_cell():
 def test_grade_rejects_missing_files(tmp_path):
     with pytest.raises(ValueError, match="submission"):
         grading.grade(tmp_path / "nope.ipynb", tmp_path / "ag.zip")
+
+
+def test_assign_rejects_a_missing_master(tmp_path):
+    with pytest.raises(ValueError, match="master"):
+        grading.assign(tmp_path / "nope" / "nope.ipynb", tmp_path / "build")
+
+
+def test_cli_registers_assign_and_grade():
+    from rcteach.cli import build_parser
+
+    args = build_parser().parse_args(["grade", "a.ipynb", "b.ipynb", "-a", "ag.zip", "--timeout", "30"])
+    assert args.submissions == ["a.ipynb", "b.ipynb"] and args.autograder == "ag.zip" and args.timeout == 30
+    args = build_parser().parse_args(["assign", "-o", "out"])
+    assert args.output == "out" and not args.no_run_tests
