@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 import torch
 
-__all__ = ["integer", "real", "choice", "batch_shape", "matrix"]
+__all__ = ["integer", "real", "flag", "choice", "bias", "batch_shape", "matrix"]
 
 
 def integer(name: str, value, *, minimum: int | None = None) -> int:
@@ -36,6 +36,21 @@ def real(name: str, value, *, minimum: float | None = None, positive: bool = Fal
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
     if positive and value <= 0:
         raise ValueError(f"{name} must be > 0, got {value}")
+    return value
+
+
+def flag(name: str, value) -> bool:
+    """Check that ``value`` is True or False (not merely truthy)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {type(value).__name__}")
+    return value
+
+
+def bias(activation: str, value) -> float:
+    """Validate the logit ``bias``, which only the sigmoid map takes (0 for the others)."""
+    value = real("bias", value)
+    if activation != "sigmoid" and value != 0.0:
+        raise ValueError(f"bias applies only to activation='sigmoid', not {activation!r}")
     return value
 
 

@@ -68,9 +68,7 @@ def attention_map(logits: torch.Tensor, mask=None, *, activation="softmax", bias
     """Turn logits (*batch, T, T) into attention weights, restricted to ``mask`` (see module doc)."""
     logits = _validate.matrix("logits", logits, square=True)
     activation = _validate.choice("activation", activation, ACTIVATIONS)
-    bias = _validate.real("bias", bias)
-    if activation != "sigmoid" and bias != 0.0:
-        raise ValueError(f"bias applies only to activation='sigmoid', not {activation!r}")
+    bias = _validate.bias(activation, bias)
     T = logits.shape[-1]
     if mask is not None:
         mask = check_mask(mask, T).to(logits.device)

@@ -137,7 +137,7 @@ class _Options:
         self.attention = _validate.choice("attention", attention, ATTENTIONS)
         self.s2 = _validate.real("s2", s2, minimum=0.0)
         self.beta = _validate.real("beta", beta)
-        self.centred = _flag("centred", centred)
+        self.centred = _validate.flag("centred", centred)
         self.norm = _validate.choice("norm", norm, NORMS)
         if isinstance(skip, bool):
             self.skip = 1.0 if skip else None
@@ -147,7 +147,7 @@ class _Options:
             raise TypeError(f"skip must be a bool or a real number, got {type(skip).__name__}")
         self.values = _validate.choice("values", values, VALUES)
         self.value_var = _validate.real("value_var", value_var, positive=True)
-        self.shared = _flag("shared", shared)
+        self.shared = _validate.flag("shared", shared)
 
         self.device = X0.device if device is None else resolve(device)[0]
         self.dtype = X0.dtype if dtype is None else resolve(self.device, dtype)[1]
@@ -239,11 +239,6 @@ class _Options:
         for _ in range(self.depth):
             yield self.draw()
 
-
-def _flag(name, value) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, got {type(value).__name__}")
-    return value
 
 
 def propagate(
@@ -337,7 +332,7 @@ def propagate(
     opts = _Options(X0, depth, attention=attention, s2=s2, beta=beta, mask=mask, centred=centred, norm=norm,
                     skip=skip, values=values, value_var=value_var, d_qk=d_qk, W_Q=W_Q, W_K=W_K, W_V=W_V,
                     shared=shared, seed=seed, generator=generator, device=device, dtype=dtype)
-    keep_states = _flag("keep_states", keep_states)
+    keep_states = _validate.flag("keep_states", keep_states)
     trajectory, _ = opts.run(opts.lazy_draws(), keep_states)
     return trajectory
 

@@ -432,9 +432,7 @@ def activation_moments(activation, s2, bias=0.0) -> tuple[float, float]:
     """
     activation = _validate.choice("activation", activation, MAP_ACTIVATIONS)
     s2 = _validate.real("s2", s2, minimum=0.0)
-    bias = _validate.real("bias", bias)
-    if activation != "sigmoid" and bias != 0.0:
-        raise ValueError(f"bias applies only to activation='sigmoid', not {activation!r}")
+    bias = _validate.bias(activation, bias)
     if activation == "softmax":
         return 1.0, c(s2)
     if activation == "relu":

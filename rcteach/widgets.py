@@ -76,11 +76,6 @@ def _numpy(x: torch.Tensor) -> np.ndarray:
     return x.detach().cpu().numpy()
 
 
-def _flag(name, value) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, got {type(value).__name__}")
-    return value
-
 
 def _figure(ncols, figsize, **gridspec):
     """A white (1, ncols) figure with fixed margins: no layout engine, whose extra text-measuring
@@ -155,13 +150,11 @@ def spectrum_data(T=256, s2=LN2, *, activation="softmax", bias=0.0, centred=Fals
     T = _validate.integer("T", T, minimum=2)
     s2 = _validate.real("s2", s2, minimum=0.0)
     activation = _validate.choice("activation", activation, ACTIVATIONS)
-    bias = _validate.real("bias", bias)
-    centred = _flag("centred", centred)
+    centred = _validate.flag("centred", centred)
     model = _validate.choice("model", model, MODELS)
     d_qk = _validate.integer("d_qk", d_qk, minimum=1)
     seed = _validate.integer("seed", seed)
-    if activation != "sigmoid" and bias != 0.0:
-        raise ValueError(f"bias applies only to activation='sigmoid', not {activation!r}")
+    bias = _validate.bias(activation, bias)
     if model == "iid":
         A = random_attention(T, s2, activation=activation, bias=bias, centred=centred, seed=seed, device=device)
     else:
@@ -246,7 +239,7 @@ def width_data(T_range=(16, 128), gamma=0.5, s2=LN2, *, gram=False, points=6, se
         raise ValueError(f"T_range must be increasing, got {T_range}")
     gamma = _validate.real("gamma", gamma, positive=True)
     s2 = _validate.real("s2", s2, minimum=0.0)
-    gram = _flag("gram", gram)
+    gram = _validate.flag("gram", gram)
     points = _validate.integer("points", points, minimum=1)
     seeds = _validate.integer("seeds", seeds, minimum=1)
     seed = _validate.integer("seed", seed)
