@@ -32,6 +32,7 @@ from .attention import LN2, attention_map
 from .attention import attention as qk_attention
 from .device import make_generator, resolve
 from .masks import check_mask
+from .metrics import squared_singular_values
 from .tokens import orthonormal_tokens
 
 __all__ = ["ATTENTIONS", "VALUES", "NORMS", "Trajectory", "LayerGradients", "propagate", "weight_gradients", "normalise"]
@@ -100,11 +101,7 @@ def _metrics(X):
     """μ, Frobenius and Gram stable ranks, norm of X (*batch, T, d): four (*batch,) tensors."""
     mu = torch.linalg.matrix_norm(X - X.mean(-2, keepdim=True))
     norm = torch.linalg.matrix_norm(X)
-    # squared singular values = eigenvalues of the smaller Gram matrix; eigvalsh is much cheaper
-    # than a batched SVD on the CPU, and these sums need no more than float precision of s_1^2
-    Xd = X.detach()
-    gram = Xd @ Xd.mT if Xd.shape[-2] <= Xd.shape[-1] else Xd.mT @ Xd  # (*batch, min(T, d), min(T, d))
-    s2 = torch.linalg.eigvalsh(gram).clamp_min(0).flip(-1)  # (*batch, min(T, d)), descending
+    s2 = squared_singular_values(X.detach())  # (*batch, min(T, d)), descending
     top = s2[..., 0]
     ok = top > 0
     safe = torch.where(ok, top, torch.ones_like(top))

@@ -25,6 +25,7 @@ import torch
 from . import _validate
 from .attention import LN2, attention, random_attention
 from .device import make_generator, resolve
+from .metrics import squared_singular_values
 from .tokens import orthonormal_tokens
 
 __all__ = ["LOGIT_MODELS", "width_dims", "width_stable_ranks"]
@@ -92,9 +93,8 @@ def width_stable_ranks(
     s2 = _validate.real("s2", s2, minimum=0.0)
     seeds = _validate.integer("seeds", seeds, minimum=1)
     logits = _validate.choice("logits", logits, LOGIT_MODELS)
-    for name, flag in (("centred", centred), ("gram", gram)):
-        if not isinstance(flag, bool):
-            raise TypeError(f"{name} must be a bool, got {type(flag).__name__}")
+    centred = _validate.flag("centred", centred)
+    gram = _validate.flag("gram", gram)
     device, dtype = resolve(device, dtype)
     gen = make_generator(seed, generator, device)
     if logits == "iid":
@@ -112,9 +112,9 @@ def width_stable_ranks(
         A = attention(X0, W_Q, W_K, centred=centred)  # (seeds, T, T)
         Y = X0 @ W_V  # (seeds, T, d)
     out = A @ Y  # (seeds, T, d)
-    lam = torch.linalg.eigvalsh(out @ out.transpose(-2, -1)).clamp_min(0.0)  # squared singular values, ascending
+    lam = squared_singular_values(out)  # (seeds, min(T, d)), descending
     p = lam.square() if gram else lam
-    top = p[..., -1]
+    top = p[..., 0]
     if not (top > 0).all():
         raise ValueError("the layer output is zero; its stable rank is undefined")
     return p.sum(-1) / top
