@@ -25,8 +25,9 @@ def integer(name: str, value, *, minimum: int | None = None) -> int:
     return int(value)
 
 
-def real(name: str, value, *, minimum: float | None = None, positive: bool = False) -> float:
-    """Return ``value`` as a finite ``float``; ``minimum`` is inclusive, ``positive`` strict."""
+def real(name: str, value, *, minimum: float | None = None, positive: bool = False,
+         below: float | None = None) -> float:
+    """Return ``value`` as a finite ``float``; ``minimum`` is inclusive, ``positive`` and ``below`` strict."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
     value = float(value)
@@ -36,6 +37,8 @@ def real(name: str, value, *, minimum: float | None = None, positive: bool = Fal
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
     if positive and value <= 0:
         raise ValueError(f"{name} must be > 0, got {value}")
+    if below is not None and value >= below:
+        raise ValueError(f"{name} must be < {below}, got {value}")
     return value
 
 

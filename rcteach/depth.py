@@ -8,6 +8,7 @@ W_Q, W_K and W_V.  Introduced in the chapters "Rank collapse in depth" and "Norm
 One layer, in this order (tokens are rows, attention acts from the left)::
 
     A  = attention(X)                              # (*batch, T, T), see ``attention=``
+    A  = A * keep / (1 - p)   (dropout=p > 0)      # attention dropout, keep ~ Bernoulli(1 - p)
     Y  = A X W_V                                   # (*batch, T, d), see ``values=``
     X' = Y            (skip=False)
        = X + Y        (skip=True)
@@ -15,8 +16,8 @@ One layer, in this order (tokens are rows, attention acts from the left)::
     X' = normalise(X') (norm=None | "rms" | "layernorm"), token by token
 
 Randomness: one generator (from ``seed``) draws, layer after layer, first the attention's
-randomness (logits or W_Q then W_K), then W_V.  Each batch element gets its own draws, so a
-leading batch dimension of X0 is a batch of independent networks (a batch over seeds).
+randomness (logits or W_Q then W_K), then W_V, then (dropout > 0) the dropout mask.  Each batch
+element gets its own draws, so a leading batch dimension of X0 is a batch of independent networks (a batch over seeds).
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ def _weight(name, W, rows, cols, batch, device, dtype):
 class _Options:
     """Validated settings shared by :func:`propagate` and :func:`weight_gradients`."""
 
-    def __init__(self, X0, depth, *, attention, s2, beta, mask, centred, norm, skip, values, value_var,
+    def __init__(self, X0, depth, *, attention, s2, beta, mask, centred, dropout, norm, skip, values, value_var,
                  d_qk, W_Q, W_K, W_V, shared, seed, generator, device, dtype):
         X0 = _validate.matrix("X0", X0, min_rows=2)
         self.depth = _validate.integer("depth", depth, minimum=0)
@@ -135,6 +136,7 @@ class _Options:
         self.s2 = _validate.real("s2", s2, minimum=0.0)
         self.beta = _validate.real("beta", beta)
         self.centred = _validate.flag("centred", centred)
+        self.dropout = _validate.real("dropout", dropout, minimum=0.0, below=1.0)
         self.norm = _validate.choice("norm", norm, NORMS)
         if isinstance(skip, bool):
             self.skip = 1.0 if skip else None
@@ -176,7 +178,7 @@ class _Options:
         self.gen = make_generator(seed, generator, self.device)
 
     def draw(self) -> dict:
-        """One layer's random draws: logits (iid) or W_Q, W_K (qk), then W_V; explicit ones kept."""
+        """One layer's random weights: logits (iid) or W_Q, W_K (qk), then W_V; explicit ones kept."""
         b, T, d, dev, dt, gen = self.batch, self.T, self.d, self.device, self.dtype, self.gen
         w = {}
         if self.attention == "iid":
@@ -196,12 +198,21 @@ class _Options:
             w["W_V"] = orthonormal_tokens(d, d, batch=b, generator=gen, device=dev, dtype=dt)
         return w
 
+    def with_dropout(self, w) -> dict:
+        """The weights ``w`` plus, if dropout > 0, a fresh keep mask (*batch, T, T) ~ Bernoulli(1 - p)."""
+        if self.dropout == 0.0:
+            return w
+        u = torch.rand(*self.batch, self.T, self.T, generator=self.gen, device=self.device, dtype=self.dtype)
+        return {**w, "keep": u >= self.dropout}
+
     def layer(self, X, w) -> torch.Tensor:
         """One layer X (*batch, T, d) -> X' with the draws ``w`` (see the module doc)."""
         if self.attention == "iid":
             A = attention_map(self.beta * w["logits"], self.mask, centred=self.centred)  # (*batch, T, T)
         else:
             A = qk_attention(X, w["W_Q"], w["W_K"], mask=self.mask, beta=self.beta, centred=self.centred)
+        if "keep" in w:
+            A = A * w["keep"] / (1.0 - self.dropout)
         Y = A @ X  # (*batch, T, d)
         if "W_V" in w:
             Y = Y @ w["W_V"]
@@ -222,19 +233,15 @@ class _Options:
         return Trajectory(mu, sr, sr_gram, norm, torch.stack(states) if keep_states else None), X
 
     def draws(self) -> list:
-        if self.shared:
-            w = self.draw()
-            return [w] * self.depth
-        return [self.draw() for _ in range(self.depth)]
+        """Every layer's draws; with ``shared`` the weights are drawn once, dropout masks stay fresh."""
+        return list(self.lazy_draws())
 
     def lazy_draws(self):
         """The same draws as :meth:`draws`, made layer by layer as the run consumes them (the
         layers use no randomness, so the numbers are identical): memory O(T^2 + d^2), not O(depth)."""
-        if self.shared:
-            yield from self.draws()
-            return
+        shared = self.draw() if self.shared and self.depth else None
         for _ in range(self.depth):
-            yield self.draw()
+            yield self.with_dropout(shared if shared is not None else self.draw())
 
 
 
@@ -247,6 +254,7 @@ def propagate(
     beta=1.0,
     mask=None,
     centred=False,
+    dropout=0.0,
     norm=None,
     skip=False,
     values="gaussian",
@@ -290,6 +298,11 @@ def propagate(
         ``mask[i, j]`` True iff token i may attend to token j (``rcteach.make_mask``).
     centred : bool
         Use A - (row mean over the mask), i.e. A_perp = A - 11^T/T without a mask (``rcteach.centre``).
+    dropout : float in [0, 1)
+        Attention dropout as in a network left in training mode: every entry of A is zeroed with
+        probability p and the rest divided by 1 - p (``torch.nn.functional.dropout``), with a fresh
+        mask per layer (also with ``shared``).  A row whose unmasked entries are all dropped gives a
+        zero token, which normalisation keeps at zero.
     norm : {None, "rms", "layernorm"}
         Post-normalisation of each token after the skip (``normalise``): ``"rms"`` to unit norm
         (Wu et al.), ``"layernorm"`` centred over features and divided by the std (norm sqrt(d)),
@@ -326,7 +339,8 @@ def propagate(
         ``mu``, ``stable_rank`` (Frobenius), ``stable_rank_gram`` (Gram), ``norm``, each
         (depth + 1, *batch); ``states`` (depth + 1, *batch, T, d) or None.
     """
-    opts = _Options(X0, depth, attention=attention, s2=s2, beta=beta, mask=mask, centred=centred, norm=norm,
+    opts = _Options(X0, depth, attention=attention, s2=s2, beta=beta, mask=mask, centred=centred,
+                    dropout=dropout, norm=norm,
                     skip=skip, values=values, value_var=value_var, d_qk=d_qk, W_Q=W_Q, W_K=W_K, W_V=W_V,
                     shared=shared, seed=seed, generator=generator, device=device, dtype=dtype)
     keep_states = _validate.flag("keep_states", keep_states)

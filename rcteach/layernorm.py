@@ -1,23 +1,26 @@
 """The masks-and-LayerNorm depth experiment of Wu et al. (2024), run with :func:`rcteach.propagate`.
 
-Introduced in the chapter "LayerNorm".  Each layer is X' = normalise(A(X) X W_V) with query-key
-softmax attention restricted to a mask, a fresh Haar-orthogonal W_V and fresh Gaussian W_Q, W_K
-per layer (``shared=True``: drawn once).  :func:`layernorm_table` records mu(X_l) at chosen layers
+Introduced in the chapter "LayerNorm".  Each layer is X' = normalise(dropout(A(X)) X W_V) with
+query-key softmax attention restricted to a mask, optional attention dropout, a fresh
+Haar-orthogonal W_V and fresh Gaussian W_Q, W_K per layer (``shared=True``: drawn once).  :func:`layernorm_table` records mu(X_l) at chosen layers
 for every mask and summarises it over independent runs as a tidy table (one row per mask and
 layer), the format of the authors' table (mean and standard deviation over runs).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+import torch
 
 from . import _validate
 from .depth import NORMS, propagate
 from .masks import MASK_KINDS, make_mask
 from .tokens import gaussian_tokens
 
-__all__ = ["PUBLISHED_TABLE", "LNRow", "logit_s2", "layernorm_runs", "layernorm_table", "format_table"]
+__all__ = ["PUBLISHED_TABLE", "PAPER_SETTING", "PATTERN", "LNRow", "rho_from_mu0", "logit_s2", "layernorm_runs",
+           "table_pattern", "layernorm_table", "format_table"]
 
 #: The authors' published mean (std) of mu over runs, 128 layers, LayerNorm, orthogonal W_V
 #: (N, d, window and initialisation not published).  std None where not given.  mu_0 ~ 274.8
@@ -29,6 +32,26 @@ PUBLISHED_TABLE = {
     "sliding": {0: (274.69, 1.94), 32: (111.67, 3.47), 64: (95.40, 4.88), 96: (85.63, 5.55), 128: (79.99, 5.62)},
     "sliding-causal": {0: (274.79, 2.01), 32: (161.07, 2.52), 64: (160.51, 3.89), 96: (164.17, 5.30), 128: (165.21, 5.42)},
 }
+
+
+def rho_from_mu0(mu0, T, d) -> float:
+    """The token correlation rho of :func:`rcteach.gaussian_tokens` whose E mu(X_0)^2 = d (T - 1) (1 - rho)
+    equals mu0^2 (unit-variance entries, or LayerNorm-ed tokens of squared norm d)."""
+    mu0 = _validate.real("mu0", mu0, positive=True)
+    T = _validate.integer("T", T, minimum=2)
+    d = _validate.integer("d", d, minimum=1)
+    rho = 1.0 - mu0**2 / (d * (T - 1))
+    if rho < -1e-12:
+        raise ValueError(f"mu0 = {mu0} exceeds sqrt(d (T - 1)) = {math.sqrt(d * (T - 1)):.4g}: no rho in [0, 1]")
+    return max(rho, 0.0)
+
+
+#: Our reconstruction of the authors' setting (inferred, not published): 128-token excerpts of width
+#: 768 as in Dong et al.; one head; windows of one token before (and after) as described in the
+#: paper; float32; attention dropout 0.1 left on (BERT's ``attention_probs_dropout_prob``, active
+#: because a module built from a config starts in training mode); input correlation rho chosen so
+#: that mu_0 matches the published 274.76.  Dropout is what keeps the causal masks from collapsing.
+PAPER_SETTING = dict(T=128, d=768, window=1, dropout=0.1, rho=rho_from_mu0(274.76, 128, 768), dtype=torch.float32)
 
 
 @dataclass(frozen=True)
@@ -59,10 +82,13 @@ def logit_s2(d, norm, *, torch_init=True) -> float:
 
 
 def layernorm_runs(*, T=100, d=128, depth=128, runs=4, window=3, norm="layernorm", beta=1.0, s2=None,
-                   values="orthogonal", shared=False, masks=MASK_KINDS, seed=0, device=None, dtype=None) -> dict:
+                   values="orthogonal", shared=False, dropout=0.0, rho=0.0, masks=MASK_KINDS, seed=0,
+                   device=None, dtype=None) -> dict:
     """mu(X_l) for l = 0..depth, for each mask, over ``runs`` independent networks.
 
-    Tokens X0: i.i.d. N(0, 1) entries, (runs, T, d), the same inputs for every mask.
+    Tokens X0: ``rcteach.gaussian_tokens`` with N(0, 1) entries and pairwise correlation ``rho``,
+    (runs, T, d), the same inputs for every mask.  ``dropout``: attention dropout probability
+    (``rcteach.propagate``).  Other settings as in :func:`rcteach.propagate`.
 
     Returns
     -------
@@ -73,17 +99,49 @@ def layernorm_runs(*, T=100, d=128, depth=128, runs=4, window=3, norm="layernorm
     runs = _validate.integer("runs", runs, minimum=1)
     norm = _validate.choice("norm", norm, NORMS[1:])
     s2 = logit_s2(d, norm) if s2 is None else _validate.real("s2", s2, minimum=0.0)
-    X0 = gaussian_tokens(T, d, batch=runs, seed=seed, device=device, dtype=dtype)
+    X0 = gaussian_tokens(T, d, rho=rho, batch=runs, seed=seed, device=device, dtype=dtype)
     out, rel = {}, {}
     for kind in masks:
         _validate.choice("masks", kind, MASK_KINDS)
         mask = make_mask(kind, T, window=window if kind.startswith("sliding") else None, device=X0.device)
-        tr = propagate(X0, depth, attention="qk", s2=s2, beta=beta, mask=mask, norm=norm, values=values,
-                       shared=shared, seed=seed + 1)
+        tr = propagate(X0, depth, attention="qk", s2=s2, beta=beta, mask=mask, dropout=dropout, norm=norm,
+                       values=values, shared=shared, seed=seed + 1)
         out[kind] = tr.mu.detach()
         rel[kind] = tr.relative_mu.detach()
     out["relative"] = rel
     return out
+
+
+#: The four statements of :func:`table_pattern`, in order; the published table makes all four true.
+PATTERN = ("complete collapsed", "causal not collapsed, rising", "sliding not collapsed, decreasing",
+           "sliding-causal flat, above sliding")
+
+
+def table_pattern(runs, *, first=32) -> tuple[bool, bool, bool, bool]:
+    """The published table's qualitative pattern, tested on :func:`layernorm_runs` output (all four masks).
+
+    On the mean over runs, from layer ``first`` to the last: the complete mask is collapsed (relative
+    mu < 1e-5, the float32 floor is ~1e-7); the causal mask is not collapsed (relative mu > 1e-2 at
+    every layer; a single zero token already gives 1/sqrt(T)) and ends higher than at ``first``; the
+    sliding mask is not collapsed and ends lower; the sliding-causal mask ends within 15% of its value
+    at ``first`` and stays above the sliding mask.  Returns one bool per entry of :data:`PATTERN`.
+    """
+    missing = set(MASK_KINDS) - set(runs)
+    if missing:
+        raise ValueError(f"runs must hold all four masks; missing {sorted(missing)}")
+    mu = {kind: runs[kind].mean(-1) for kind in MASK_KINDS}
+    rel = {kind: runs["relative"][kind].mean(-1) for kind in MASK_KINDS}
+    last = mu["complete"].shape[0] - 1
+    first = _validate.integer("first", first, minimum=0)
+    if first >= last:
+        raise ValueError(f"first must be below the depth {last}, got {first}")
+    return (
+        bool(rel["complete"][last] < 1e-5),
+        bool(mu["causal"][last] > mu["causal"][first] and rel["causal"][first:].min() > 1e-2),
+        bool(mu["sliding"][last] < mu["sliding"][first] and rel["sliding"][first:].min() > 1e-2),
+        bool(abs(mu["sliding-causal"][last] / mu["sliding-causal"][first] - 1) < 0.15
+             and (mu["sliding-causal"][first:] > mu["sliding"][first:]).all()),
+    )
 
 
 def layernorm_table(*, layers=(0, 32, 64, 96, 128), **settings) -> list[LNRow]:
@@ -108,11 +166,16 @@ def layernorm_table(*, layers=(0, 32, 64, 96, 128), **settings) -> list[LNRow]:
     return rows
 
 
-def format_table(rows, *, published=None) -> str:
-    """Markdown-ish text table of :func:`layernorm_table` rows: layers down, masks across."""
+def format_table(rows, *, published=None, scale=1.0) -> str:
+    """Markdown-ish text table of :func:`layernorm_table` rows: layers down, masks across.
+
+    ``scale`` multiplies the simulated means and stds, e.g. sqrt(768 / d) to compare a simulation of
+    width d with the published d = 768 (mu of LayerNorm-ed tokens scales as sqrt(d)).
+    """
+    scale = _validate.real("scale", scale, positive=True)
     masks = list(dict.fromkeys(r.mask for r in rows))
     layers = list(dict.fromkeys(r.layer for r in rows))
-    cell = {(r.mask, r.layer): f"{r.mean:.3g} ({r.std:.2g})" for r in rows}
+    cell = {(r.mask, r.layer): f"{scale * r.mean:.3g} ({scale * r.std:.2g})" for r in rows}
     lines = ["| layer | " + " | ".join(masks) + " |", "|---" * (len(masks) + 1) + "|"]
     for l in layers:
         lines.append(f"| {l} | " + " | ".join(cell[(m, l)] for m in masks) + " |")

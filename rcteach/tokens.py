@@ -42,12 +42,26 @@ def orthonormal_tokens(T, d, *, batch=(), seed=None, generator=None, device=None
     return (Q * signs.unsqueeze(-2)).transpose(-2, -1)  # (*batch, T, d)
 
 
-def gaussian_tokens(T, d, *, std=1.0, batch=(), seed=None, generator=None, device=None, dtype=None) -> torch.Tensor:
-    """Tokens with i.i.d. N(0, std^2) entries, shape (*batch, T, d)."""
+def gaussian_tokens(T, d, *, std=1.0, rho=0.0, batch=(), seed=None, generator=None, device=None,
+                    dtype=None) -> torch.Tensor:
+    """Gaussian tokens, shape (*batch, T, d): x_i = std (sqrt(1 - rho) z_i + sqrt(rho) c).
+
+    z_1..z_T and c are i.i.d. N(0, I_d); c is one direction shared by all tokens of a batch element,
+    so E||x_i||^2 = std^2 d and E x_i.x_j = rho std^2 d for i != j (pairwise correlation ``rho``,
+    the anisotropy of real embeddings).  ``rho=0`` (default): i.i.d. N(0, std^2) entries, and c is
+    not drawn (the same numbers as without ``rho``).  Then E mu(X)^2 = std^2 d (T - 1) (1 - rho).
+    """
     T = _validate.integer("T", T, minimum=2)
     d = _validate.integer("d", d, minimum=1)
     std = _validate.real("std", std, minimum=0.0)
+    rho = _validate.real("rho", rho, minimum=0.0)
+    if rho > 1.0:
+        raise ValueError(f"rho must be in [0, 1], got {rho}")
     batch = _validate.batch_shape(batch)
     device, dtype = resolve(device, dtype)
     gen = make_generator(seed, generator, device)
-    return std * torch.randn(*batch, T, d, generator=gen, device=device, dtype=dtype)
+    X = torch.randn(*batch, T, d, generator=gen, device=device, dtype=dtype)
+    if rho > 0.0:
+        c = torch.randn(*batch, 1, d, generator=gen, device=device, dtype=dtype)
+        X = (1.0 - rho) ** 0.5 * X + rho**0.5 * c
+    return std * X

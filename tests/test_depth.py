@@ -160,6 +160,50 @@ def test_shared_weights_repeat():
     assert torch.allclose(st[2], A @ A @ X0)
 
 
+# -- attention dropout ---------------------------------------------------------------------------
+
+def test_dropout_zero_draws_nothing_extra():
+    X0 = tokens()
+    a = propagate(X0, 3, attention="qk", seed=4, keep_states=True).states
+    b = propagate(X0, 3, attention="qk", dropout=0.0, seed=4, keep_states=True).states
+    assert torch.equal(a, b)
+
+
+def test_dropout_masks_and_rescales_attention():
+    X0 = tokens(batch=())
+    st = propagate(X0, 1, values="identity", dropout=0.5, seed=2, keep_states=True).states
+    gen = torch.Generator().manual_seed(2)
+    logits = math.sqrt(rcteach.LN2) * torch.randn(16, 16, generator=gen, dtype=F64)
+    keep = torch.rand(16, 16, generator=gen, dtype=F64) >= 0.5
+    A = torch.softmax(logits, -1) * keep / 0.5
+    assert 0 < keep.sum() < 256
+    assert torch.allclose(st[1], A @ X0)
+
+
+def test_dropout_is_fresh_per_layer_with_shared_weights():
+    X0 = tokens(batch=())
+    st = propagate(X0, 2, values="identity", shared=True, dropout=0.5, seed=1, keep_states=True).states
+    gen = torch.Generator().manual_seed(1)
+    A = torch.softmax(math.sqrt(rcteach.LN2) * torch.randn(16, 16, generator=gen, dtype=F64), -1)
+    keep1, keep2 = (torch.rand(16, 16, generator=gen, dtype=F64) >= 0.5 for _ in range(2))
+    assert not torch.equal(keep1, keep2)
+    assert torch.allclose(st[2], (A * keep2 / 0.5) @ (A * keep1 / 0.5) @ X0)
+
+
+def test_dropout_keeps_consensus_and_zeroes_a_fully_dropped_row():
+    v = torch.randn(1, 8, dtype=F64, generator=torch.Generator().manual_seed(0))
+    X0 = v.expand(6, 8).clone()
+    complete = propagate(X0, 5, attention="qk", norm="layernorm", dropout=0.3, seed=0)
+    assert complete.mu.max() < 1e-12  # each row of A X is a multiple of v; LayerNorm removes it
+    X0 = v.expand(12, 8).clone()
+    causal = propagate(X0, 10, attention="qk", mask=rcteach.make_mask("causal", 12), norm="layernorm",
+                       dropout=0.3, seed=0, keep_states=True)
+    zero = causal.states.abs().sum(-1) == 0  # (layers, T)
+    first = int(zero[:, 0].float().argmax())
+    assert first > 0 and zero[first:, 0].all()  # token 1 (one entry) was dropped once and stayed zero
+    assert not zero[-1].all() and causal.mu[-1] > 0.1
+
+
 def test_mask_and_centred_iid():
     X0 = tokens()
     mask = rcteach.make_mask("causal", 16)
@@ -289,6 +333,9 @@ W24 = torch.randn(24, 24, dtype=F64)
         ((X, 2), dict(W_V=[[1.0]]), TypeError, "W_V"),
         ((X, 2), dict(W_V=W24, values="identity"), ValueError, "W_V"),
         ((X, 2), dict(shared="no"), TypeError, "shared"),
+        ((X, 2), dict(dropout=1.0), ValueError, "dropout"),
+        ((X, 2), dict(dropout=-0.1), ValueError, "dropout"),
+        ((X, 2), dict(dropout="0.1"), TypeError, "dropout"),
         ((X, 2), dict(keep_states=None), TypeError, "keep_states"),
         ((X, 2), dict(seed=-1), ValueError, "seed"),
         ((X, 2), dict(seed=1, generator=torch.Generator()), ValueError, "seed or generator"),

@@ -1,4 +1,7 @@
+import math
+
 import pytest
+import torch
 
 from rcteach import layernorm as ln
 
@@ -24,3 +27,48 @@ def test_errors():
         ln.layernorm_table(T=8, d=8, runs=1, layers=(0, 4), depth=2)
     with pytest.raises(ValueError):
         ln.layernorm_runs(T=8, d=8, depth=2, masks=("nope",))
+
+
+def test_rho_from_mu0_round_trip():
+    rho = ln.rho_from_mu0(200.0, 128, 768)
+    assert 768 * 127 * (1 - rho) == pytest.approx(200.0**2)
+    assert ln.rho_from_mu0(math.sqrt(768 * 127), 128, 768) == pytest.approx(0.0)
+    with pytest.raises(ValueError, match="mu0"):
+        ln.rho_from_mu0(400.0, 128, 768)
+    with pytest.raises(ValueError, match="mu0"):
+        ln.rho_from_mu0(0.0, 128, 768)
+
+
+def test_paper_setting_runs_and_mu0_matches():
+    setting = {**ln.PAPER_SETTING, "d": 16}
+    res = ln.layernorm_runs(runs=64, depth=1, seed=0, masks=("complete",), **setting)
+    mu0 = res["complete"][0]
+    expected = math.sqrt(16 * (setting["T"] - 1) * (1 - setting["rho"]))
+    assert abs(mu0.mean().item() / expected - 1) < 0.05
+    assert mu0.dtype == torch.float32
+
+
+def _fake_runs(values):
+    """layernorm_runs-shaped output with mu = relative mu = values[kind] (depth + 1 values, 1 run)."""
+    runs = {kind: torch.tensor(v, dtype=torch.float64)[:, None] for kind, v in values.items()}
+    runs["relative"] = dict(runs)
+    return runs
+
+
+def test_table_pattern():
+    good = {"complete": [1.0, 1e-7, 1e-7], "causal": [1.0, 0.2, 0.3], "sliding": [1.0, 0.5, 0.4],
+            "sliding-causal": [1.0, 0.6, 0.62]}
+    assert ln.table_pattern(_fake_runs(good), first=1) == (True, True, True, True)
+    bad = {**good, "causal": [1.0, 1e-7, 1e-7], "sliding-causal": [1.0, 0.6, 0.3]}
+    assert ln.table_pattern(_fake_runs(bad), first=1) == (True, False, True, False)
+    with pytest.raises(ValueError, match="first"):
+        ln.table_pattern(_fake_runs(good), first=2)
+    with pytest.raises(ValueError, match="causal"):
+        ln.table_pattern({"complete": torch.ones(3, 1), "relative": {}})
+
+
+def test_format_table_scale():
+    rows = [ln.LNRow("causal", 0, 2.0, 0.5, 1.0)]
+    assert "| 0 | 6 (1.5) |" in ln.format_table(rows, scale=3.0)
+    with pytest.raises(ValueError, match="scale"):
+        ln.format_table(rows, scale=0.0)

@@ -161,3 +161,48 @@ def test_leading_order_against_simulation():
 def test_errors(f, args, kwargs, error, match):
     with pytest.raises(error, match=match):
         f(*args, **kwargs)
+
+
+# -- the dropout zero front -------------------------------------------------------------------------
+
+def test_dropout_front_two_tokens_exact():
+    p = 0.3
+    dist = theory.dropout_front(2, 1, p)
+    assert dist[0] == [1.0, 0.0, 0.0]
+    assert dist[1] == pytest.approx([1 - p, p - p**3, p**3])  # P(J >= 1) = p, P(J >= 2) = p^3
+
+
+def test_dropout_front_rows_are_distributions_and_near_binomial():
+    T, depth, p = 40, 30, 0.05
+    dist = theory.dropout_front(T, depth, p)
+    assert len(dist) == depth + 1 and all(len(row) == T + 1 for row in dist)
+    assert all(sum(row) == pytest.approx(1.0) for row in dist)
+    binomial = [math.comb(depth, k) * p**k * (1 - p) ** (depth - k) for k in range(T + 1)]
+    # jumps of 2 or more have probability p^3 per layer: total variation O(depth p^3)
+    assert sum(abs(a - b) for a, b in zip(dist[-1], binomial)) < 4 * depth * p**3
+
+
+def test_dropout_front_mu():
+    mean, std = theory.dropout_front_mu(10, 5, 0.0, token_norm_sq=4.0)
+    assert mean == [0.0] * 6 and std == [0.0] * 6
+    T, r2 = 10, 3.0
+    dist = theory.dropout_front(T, 4, 0.2)[-1]
+    mean, std = theory.dropout_front_mu(T, 4, 0.2, token_norm_sq=r2)
+    mu = [math.sqrt(r2 * k * (T - k) / T) for k in range(T + 1)]
+    assert mean[-1] == pytest.approx(sum(q * m for q, m in zip(dist, mu)))
+    assert std[-1] ** 2 == pytest.approx(sum(q * m * m for q, m in zip(dist, mu)) - mean[-1] ** 2)
+
+
+@pytest.mark.parametrize(
+    "args, kwargs, error, match",
+    [
+        ((1, 4, 0.1), {}, ValueError, "T"),
+        ((8, -1, 0.1), {}, ValueError, "depth"),
+        ((8, 4, 1.0), {}, ValueError, "p"),
+        ((8, 4, -0.1), {}, ValueError, "p"),
+        ((8, 4, 0.1), dict(token_norm_sq=0.0), ValueError, "token_norm_sq"),
+    ],
+)
+def test_dropout_front_errors(args, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        theory.dropout_front_mu(*args, **kwargs)

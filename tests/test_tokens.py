@@ -162,3 +162,27 @@ def test_cuda_orthonormal():
     X = orthonormal_tokens(8, 16, batch=2, seed=0, device="cuda", dtype=torch.float64)
     eye = torch.eye(8, dtype=torch.float64, device="cuda")
     assert torch.allclose(X @ X.transpose(-2, -1), eye.expand(2, 8, 8), atol=1e-12)
+
+
+# -- gaussian_tokens with correlation rho -----------------------------------------------------------
+
+def test_rho_zero_is_the_default_draw():
+    assert torch.equal(gaussian_tokens(4, 6, seed=3), gaussian_tokens(4, 6, rho=0.0, seed=3))
+
+
+def test_rho_one_gives_identical_tokens():
+    X = gaussian_tokens(5, 7, rho=1.0, batch=2, seed=0)
+    assert torch.allclose(X, X[..., :1, :].expand_as(X))
+
+
+def test_rho_is_the_pairwise_correlation():
+    X = gaussian_tokens(2, 20000, rho=0.3, std=2.0, batch=8, seed=1)
+    cos = (X[..., 0, :] * X[..., 1, :]).sum(-1) / (4.0 * 20000)
+    # each estimate has sd ~ sqrt((1 + rho^2) / d) = 0.0074; the mean of 8 about 0.0026
+    assert abs(cos.mean().item() - 0.3) < 0.015
+
+
+@pytest.mark.parametrize("rho, error", [(-0.1, ValueError), (1.5, ValueError), ("0.2", TypeError), (math.nan, ValueError)])
+def test_rho_errors(rho, error):
+    with pytest.raises(error, match="rho"):
+        gaussian_tokens(3, 4, rho=rho)
