@@ -47,6 +47,15 @@ def test_random_simulators_run_on_cuda(dtype):
     assert g.W_Q.device.type == "cuda" and torch.isfinite(g.W_V).all()
     runs = layernorm_runs(T=16, d=16, depth=4, runs=2, device="cuda", dtype=dtype)
     assert runs
+    runs = layernorm_runs(T=16, d=16, depth=4, runs=2, dropout=0.1, rho=0.2, device="cuda", dtype=dtype)
+    assert runs["causal"].device.type == "cuda" and torch.isfinite(runs["causal"]).all()
+
+
+def test_causal_dropout_front_on_cuda():
+    """The zero front of the chapter "LayerNorm" on CUDA: the mean of mu over layers 32..128 (32 runs)
+    within 10% of the closed form (the check ln-causal-dropout-front, run on the GPU)."""
+    result = rcteach.run_check("ln-causal-dropout-front", device="cuda")
+    assert result.passed, result
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
