@@ -154,6 +154,8 @@ def build_model(name, *, seed=0, dtype=torch.float64, **overrides):
     0, LayerNorm weight 1 and bias 0) under ``torch.manual_seed(seed)`` inside a
     ``torch.random.fork_rng`` block, so the global random state is left untouched.  Returns the
     base model (``BertModel``, ``RobertaModel`` or ``GPT2Model``) in ``dtype`` (float64 default).
+    Eval mode matters: a module built from a config starts in training mode, where attention
+    dropout zeroes whole rows under sparse masks and keeps causal tokens apart (chapter "LayerNorm").
     """
     key = _check_name(name)
     seed = _validate.integer("seed", seed, minimum=0)
