@@ -37,6 +37,28 @@ def _is_chapter(path: Path) -> bool:
     return head.startswith("---") and "format_name: myst" in head and "kernelspec" in head
 
 
+#: Kernel starts tried per chapter.  jupyter_client picks free TCP ports and the kernel binds them a
+#: moment later, so a kernel started at the same moment by another process (the other pytest worker,
+#: the book build, otter) can take one and this kernel dies at start (jupyter/jupyter_client#487).
+KERNEL_START_ATTEMPTS = 3
+
+
+def _retrying(start_new_kernel):
+    """nbval's ``start_new_kernel``, tried again when the kernel dies at start (the port race above)."""
+    from nbval import kernel
+
+    def start(*args, **kwargs):
+        for attempt in range(1, KERNEL_START_ATTEMPTS + 1):
+            try:
+                return start_new_kernel(*args, **kwargs)
+            except RuntimeError:  # "Kernel died before replying to kernel_info"
+                if attempt == KERNEL_START_ATTEMPTS:
+                    raise
+                kernel.logger.warning("kernel died at start; starting another (attempt %d)", attempt + 1)
+
+    return start
+
+
 def pytest_collect_file(file_path, parent):
     if parent.config.option.nbval_lax and _is_chapter(file_path):
         from nbval.plugin import IPyNbFile
@@ -47,6 +69,12 @@ def pytest_collect_file(file_path, parent):
             def collect(self):
                 with mock.patch("nbval.plugin.nbformat", _JupytextFormat()):
                     yield from super().collect()
+
+            def setup(self):
+                from nbval import kernel
+
+                with mock.patch.object(kernel, "start_new_kernel", _retrying(kernel.start_new_kernel)):
+                    super().setup()
 
         return MystNotebook.from_parent(parent, path=file_path)
     return None

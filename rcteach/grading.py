@@ -61,7 +61,10 @@ def assign(master, build="_build/assignments", *, run_tests=True, timeout=600) -
     shutil.rmtree(target, ignore_errors=True)
     target.parent.mkdir(parents=True, exist_ok=True)
     cmd = _otter() + ["assign", "--no-pdfs"] + ([] if run_tests else ["--no-run-tests"]) + [str(master), str(target)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_env())
+    for _ in range(KERNEL_START_ATTEMPTS):
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_env())
+        if not _kernel_port_race(proc.stdout + proc.stderr):
+            break
     zips = sorted((target / "autograder").glob("*.zip"))
     if proc.returncode != 0 or not zips:
         raise RuntimeError(f"otter assign failed for {master}:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
@@ -71,6 +74,17 @@ def assign(master, build="_build/assignments", *, run_tests=True, timeout=600) -
 def assign_all(build="_build/assignments", *, source=ASSIGNMENTS_DIR, run_tests=True, timeout=600) -> dict:
     """:func:`assign` every master notebook of ``source`` into ``build``: ``{name: {"student", "autograder"}}``."""
     return {m.parent.name: assign(m, build, run_tests=run_tests, timeout=timeout) for m in masters(source)}
+
+
+#: Runs of otter that lost the kernel's TCP ports to another process are repeated, up to this many
+#: runs in all: jupyter_client picks free ports and the kernel binds them a moment later, so a kernel
+#: started at the same moment elsewhere can take one (jupyter/jupyter_client#487).
+KERNEL_START_ATTEMPTS = 3
+
+
+def _kernel_port_race(output: str) -> bool:
+    """Whether otter's output shows a kernel that could not bind its ports (the race above)."""
+    return "Address already in use" in output
 
 
 def _env() -> dict:
@@ -94,6 +108,15 @@ def grade(submission, autograder, *, timeout=600, output_dir=None, debug=False) 
     for name, p in (("submission", submission), ("autograder", autograder)):
         if not p.is_file():
             raise ValueError(f"{name} {p} does not exist")
+    for _ in range(KERNEL_START_ATTEMPTS):
+        result = _grade_once(submission, autograder, timeout=timeout, output_dir=output_dir, debug=debug)
+        if not _kernel_port_race(result["error"] or ""):
+            break
+    return result
+
+
+def _grade_once(submission, autograder, *, timeout, output_dir, debug) -> dict:
+    """One ``otter run`` of :func:`grade`."""
     with tempfile.TemporaryDirectory() as tmp:
         cmd = _otter() + ["run", "--no-logo"] + (["--debug"] if debug else []) + ["-a", str(autograder.resolve()), "-o", tmp, str(submission.resolve())]
         # own process group, killed as a whole on a timeout; the kernel (its own session) exits

@@ -243,3 +243,18 @@ def test_cli_registers_assign_and_grade():
     assert args.submissions == ["a.ipynb", "b.ipynb"] and args.autograder == "ag.zip" and args.timeout == 30
     args = build_parser().parse_args(["assign", "-o", "out"])
     assert args.output == "out" and not args.no_run_tests
+
+
+def test_grade_repeats_a_run_that_lost_its_kernel_ports(tmp_path, monkeypatch):
+    nb, zip_ = tmp_path / "s.ipynb", tmp_path / "a.zip"
+    nb.write_text("{}")
+    zip_.write_text("")
+    race = {"score": 0.0, "possible": None, "tests": [],
+            "error": "otter run failed:\nzmq.error.ZMQError: Address already in use (addr='tcp://127.0.0.1:1')"}
+    done = {"score": 1.0, "possible": 1.0, "tests": [], "error": None}
+    other = {**race, "error": "otter run failed:\nNameError: a student bug"}
+    for outcomes, calls, expected in (([race, done], 2, done), ([race] * 5, grading.KERNEL_START_ATTEMPTS, race),
+                                      ([other, done], 1, other)):
+        seen = []
+        monkeypatch.setattr(grading, "_grade_once", lambda *a, **k: seen.append(1) or outcomes[len(seen) - 1])
+        assert grading.grade(nb, zip_) == expected and len(seen) == calls

@@ -33,6 +33,12 @@ def toc_files() -> list[str]:
     return files
 
 
+#: A chapter kernel that lost its TCP ports to a kernel started at the same moment by another process
+#: (jupyter_client picks free ports, the kernel binds them a moment later: jupyter/jupyter_client#487)
+#: dies at start; the build is then run once more.  A failing chapter does not print these.
+KERNEL_PORT_RACE = ("Address already in use", "Kernel died before replying to kernel_info")
+
+
 @pytest.fixture(scope="module")
 def built_book(tmp_path_factory):
     """Vendor the front-end files (``make vendor``), build the book once; the build's result."""
@@ -42,6 +48,8 @@ def built_book(tmp_path_factory):
     jupyter_book = Path(sys.executable).with_name("jupyter-book")
     cmd = [str(jupyter_book), "build", str(ROOT), "--all", "--warningiserror", "--keep-going", "--path-output", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
+    if proc.returncode != 0 and any(s in proc.stdout + proc.stderr for s in KERNEL_PORT_RACE):
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)  # once more, see KERNEL_PORT_RACE
     return proc, out / "_build" / "html"
 
 
