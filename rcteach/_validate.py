@@ -25,9 +25,10 @@ def integer(name: str, value, *, minimum: int | None = None) -> int:
     return int(value)
 
 
-def real(name: str, value, *, minimum: float | None = None, positive: bool = False,
-         below: float | None = None) -> float:
-    """Return ``value`` as a finite ``float``; ``minimum`` is inclusive, ``positive`` and ``below`` strict."""
+def real(name: str, value, *, minimum: float | None = None, maximum: float | None = None,
+         positive: bool = False, below: float | None = None) -> float:
+    """Return ``value`` as a finite ``float``; ``minimum`` and ``maximum`` are inclusive, ``positive`` and
+    ``below`` strict."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
     value = float(value)
@@ -35,6 +36,8 @@ def real(name: str, value, *, minimum: float | None = None, positive: bool = Fal
         raise ValueError(f"{name} must be finite, got {value}")
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {value}")
     if positive and value <= 0:
         raise ValueError(f"{name} must be > 0, got {value}")
     if below is not None and value >= below:

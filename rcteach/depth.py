@@ -17,7 +17,8 @@ One layer, in this order (tokens are rows, attention acts from the left)::
 
 Randomness: one generator (from ``seed``) draws, layer after layer, first the attention's
 randomness (logits or W_Q then W_K), then W_V, then (dropout > 0) the dropout mask.  Each batch
-element gets its own draws, so a leading batch dimension of X0 is a batch of independent networks (a batch over seeds).
+element gets its own draws, so a leading batch dimension of X0 is a batch of independent networks
+(a batch over seeds).
 """
 
 from __future__ import annotations

@@ -131,12 +131,12 @@ def table_pattern(runs, *, first=32) -> tuple[bool, bool, bool, bool]:
     missing = set(MASK_KINDS) - set(runs)
     if missing:
         raise ValueError(f"runs must hold all four masks; missing {sorted(missing)}")
-    mu = {kind: runs[kind].mean(-1) for kind in MASK_KINDS}
-    rel = {kind: runs["relative"][kind].mean(-1) for kind in MASK_KINDS}
-    last = mu["complete"].shape[0] - 1
     first = _validate.integer("first", first, minimum=0)
+    last = runs["complete"].shape[0] - 1
     if first >= last:
         raise ValueError(f"first must be below the depth {last}, got {first}")
+    mu = {kind: runs[kind].mean(-1) for kind in MASK_KINDS}
+    rel = {kind: runs["relative"][kind].mean(-1) for kind in MASK_KINDS}
     return (
         bool(rel["complete"][last] < 1e-5),
         bool(mu["causal"][last] > mu["causal"][first] and rel["causal"][first:].min() > 1e-2),

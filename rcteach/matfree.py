@@ -181,7 +181,7 @@ def frobenius_bulk_radius(A) -> torch.Tensor:
         raise ValueError(f"A must have shape (*batch, T, T), got shape {tuple(A.shape)}")
     if not A.is_floating_point():
         raise TypeError(f"A must have a real floating dtype (float32 or float64), got {A.dtype}")
-    r = torch.linalg.matrix_norm(A - A.mean(-1, keepdim=True)).div_(math.sqrt(A.shape[-1]))  # = centre(A), no mask
+    r = torch.linalg.matrix_norm(A - A.mean(-1, keepdim=True)) / math.sqrt(A.shape[-1])  # = centre(A), no mask
     if not math.isfinite(r.sum().item()):  # NaN/inf in A reach r: one tiny reduction, not a pass over A
         raise ValueError("A must have finite entries (found NaN or inf)")
     return r

@@ -340,9 +340,10 @@ def dropout_front_mu(T, depth, p, *, token_norm_sq=1.0) -> tuple[list[float], li
     (probability O(p^2) per layer).
     """
     r2 = _validate.real("token_norm_sq", token_norm_sq, positive=True)
+    dists = dropout_front(T, depth, p)
+    mu = [math.sqrt(r2 * k * (T - k) / T) for k in range(T + 1)]  # mu given k zero tokens
     means, stds = [], []
-    for dist in dropout_front(T, depth, p):
-        mu = [math.sqrt(r2 * k * (T - k) / T) for k in range(T + 1)]
+    for dist in dists:
         mean = sum(q * m for q, m in zip(dist, mu))
         var = sum(q * m * m for q, m in zip(dist, mu)) - mean**2
         means.append(mean)

@@ -54,9 +54,7 @@ def gaussian_tokens(T, d, *, std=1.0, rho=0.0, batch=(), seed=None, generator=No
     T = _validate.integer("T", T, minimum=2)
     d = _validate.integer("d", d, minimum=1)
     std = _validate.real("std", std, minimum=0.0)
-    rho = _validate.real("rho", rho, minimum=0.0)
-    if rho > 1.0:
-        raise ValueError(f"rho must be in [0, 1], got {rho}")
+    rho = _validate.real("rho", rho, minimum=0.0, maximum=1.0)
     batch = _validate.batch_shape(batch)
     device, dtype = resolve(device, dtype)
     gen = make_generator(seed, generator, device)

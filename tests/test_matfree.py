@@ -90,6 +90,13 @@ def test_seed_reproducible_and_float32():
     torch.testing.assert_close(est, rcteach.stable_rank(X32), rtol=1e-4, atol=0)
 
 
+def test_frobenius_bulk_radius_is_differentiable():
+    A = torch.softmax(torch.randn(2, 8, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(0)), -1)
+    A.requires_grad_(True)
+    matfree.frobenius_bulk_radius(A).sum().backward()
+    assert A.grad is not None and torch.isfinite(A.grad).all() and A.grad.abs().sum() > 0
+
+
 def test_frobenius_bulk_radius():
     # exact identity: ||A - A 1 1^T / T||_F / sqrt(T)
     A = rcteach.random_attention(64, batch=2, seed=0)
