@@ -7,7 +7,7 @@ the CPU by default, and takes ``seed=`` or ``generator=`` wherever it draws rand
 """
 
 from . import plotting, theory
-from .attention import ACTIVATIONS, LN2, attention, attention_map, centre, random_attention, uniform_attention
+from .attention import ACTIVATIONS, LN2, attention_map, centre, qk_attention, random_attention, uniform_attention
 from .checks import run_check, run_checks
 from .depth import LayerGradients, Trajectory, propagate, weight_gradients
 from .device import default_device
@@ -36,7 +36,6 @@ __all__ = [
     "MASK_KINDS",
     "SpectralGap",
     "Trajectory",
-    "attention",
     "attention_map",
     "centre",
     "centre_eccentricity",
@@ -52,6 +51,7 @@ __all__ = [
     "mask_graph",
     "mu",
     "orthonormal_tokens",
+    "qk_attention",
     "qk_logits",
     "plotting",
     "propagate",

@@ -14,15 +14,22 @@ Centring (``centred=True``) subtracts from each row its mean over the allowed po
 a row-stochastic A this is exactly A - U, with U the uniform attention over the mask (11^T/T for
 the complete mask), and without a mask it is A P with P = I - 11^T/T.  It kills the outlier
 eigenvalue (A_perp 1 = 0) and keeps the bulk.
+
+The two attention models (``attention=`` in :func:`rcteach.propagate` and
+:func:`rcteach.width_stable_ranks`, :data:`ATTENTIONS`): ``"iid"``, logits drawn i.i.d. N(0, s2)
+independently of the tokens (:func:`random_attention`), and ``"qk"``, query-key attention A(X) of the
+tokens themselves (:func:`qk_attention`).
 """
 
 from __future__ import annotations
 
 import math
+import sys
+import types
 
 import torch
 
-from . import _validate
+from . import _deprecation, _validate
 from .device import resolve
 from .logits import qk_logits, random_logits
 from .masks import check_mask
@@ -34,8 +41,11 @@ __all__ = [
     "centre",
     "uniform_attention",
     "random_attention",
-    "attention",
+    "qk_attention",
+    "ATTENTIONS",
 ]
+
+ATTENTIONS = ("iid", "qk")  # the two attention models: i.i.d. logits, query-key attention A(X)
 
 ACTIVATIONS = ("softmax", "relu", "sigmoid")
 LN2 = math.log(2.0)  # the logit variance of the Mind-the-Gap code: e^g then has variance 1
@@ -113,7 +123,7 @@ def random_attention(
     return attention_map(logits, activation=activation, bias=bias, centred=centred)
 
 
-def attention(X, W_Q, W_K, *, mask=None, beta=1.0, activation="softmax", bias=0.0, centred=False) -> torch.Tensor:
+def qk_attention(X, W_Q, W_K, *, mask=None, beta=1.0, activation="softmax", bias=0.0, centred=False) -> torch.Tensor:
     """Query-key attention of tokens X: logits beta * (X W_Q)(X W_K)^T / sqrt(d_qk).
 
     Parameters
@@ -131,3 +141,14 @@ def attention(X, W_Q, W_K, *, mask=None, beta=1.0, activation="softmax", bias=0.
     """
     logits = qk_logits(X, W_Q, W_K, beta=beta)  # (*batch, T, T)
     return attention_map(logits, mask, activation=activation, bias=bias, centred=centred)
+
+
+class _CallableModule(types.ModuleType):
+    """This module, still callable as the function it was named after before ``qk_attention``."""
+
+    def __call__(self, *args, **kwargs):
+        _deprecation.warn("rcteach.attention(...)", "rcteach.qk_attention(...)")
+        return qk_attention(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -30,8 +30,7 @@ from dataclasses import dataclass
 import torch
 
 from . import _validate
-from .attention import LN2, attention_map
-from .attention import attention as qk_attention
+from .attention import LN2, attention_map, qk_attention
 from .device import make_generator, resolve
 from .masks import check_mask
 from .metrics import squared_singular_values
@@ -286,7 +285,7 @@ def propagate(
         ``"iid"``: the i.i.d.-logit model, logits beta * g with g_ij ~ N(0, s2) drawn independently
         of X (logit variance beta^2 s2; ``rcteach.random_attention`` when beta = 1 and no mask).
         ``"qk"``: input-dependent softmax attention A(X) of the current tokens
-        (``rcteach.attention``), logits beta (X W_Q)(X W_K)^T / sqrt(d_qk).
+        (``rcteach.qk_attention``), logits beta (X W_Q)(X W_K)^T / sqrt(d_qk).
     s2 : float >= 0
         Logit variance.  For ``"qk"`` the default weights have i.i.d. N(0, sigma^2) entries with
         sigma^2 = sqrt(s2), so that by ``theory.logit_variance`` the logits of tokens of norm r

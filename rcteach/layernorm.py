@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import _validate
+from . import _deprecation, _validate
 from .depth import NORMS, propagate
 from .masks import MASK_KINDS, make_mask
 from .tokens import gaussian_tokens
@@ -25,7 +25,7 @@ __all__ = ["PUBLISHED_TABLE", "PAPER_SETTING", "PATTERN", "LNRow", "rho_from_mu0
            "table_pattern", "layernorm_table", "format_table"]
 
 #: The authors' published mean (std) of mu over runs, 128 layers, LayerNorm, orthogonal W_V
-#: (N, d, window and initialisation not published).  std None where not given.  mu_0 ~ 274.8
+#: (T, d, window and initialisation not published).  std None where not given.  mu_0 ~ 274.8
 #: matches T = 100 LayerNorm-ed tokens of width d = 768 (mu_0^2 ~ d (T - 1)), and the complete
 #: mask's 4.6e-5 is the float32 round-off floor of that network (check "ln-complete-float32-floor").
 PUBLISHED_TABLE = {
@@ -83,25 +83,26 @@ def logit_s2(d, norm, *, torch_init=True) -> float:
     return target / d**2 if norm == "layernorm" else target
 
 
-def layernorm_runs(*, T=100, d=128, depth=128, runs=4, window=3, norm="layernorm", beta=1.0, s2=None,
+@_deprecation.renamed_keywords(runs="seeds")
+def layernorm_runs(*, T=100, d=128, depth=128, seeds=4, window=3, norm="layernorm", beta=1.0, s2=None,
                    values="orthogonal", shared=False, dropout=0.0, rho=0.0, masks=MASK_KINDS, seed=0,
                    device=None, dtype=None) -> dict:
-    """mu(X_l) for l = 0..depth, for each mask, over ``runs`` independent networks.
+    """mu(X_l) for l = 0..depth, for each mask, over ``seeds`` independent networks.
 
     Tokens X0: ``rcteach.gaussian_tokens`` with N(0, 1) entries and pairwise correlation ``rho``,
-    (runs, T, d), the same inputs for every mask.  ``dropout``: attention dropout probability
+    (seeds, T, d), the same inputs for every mask.  ``dropout``: attention dropout probability
     (``rcteach.propagate``).  Other settings as in :func:`rcteach.propagate`.
 
     Returns
     -------
-    dict mask -> Tensor (depth + 1, runs) of mu, and "relative" -> dict mask -> mu / ||X||_F.
+    dict mask -> Tensor (depth + 1, seeds) of mu, and "relative" -> dict mask -> mu / ||X||_F.
     """
     T = _validate.integer("T", T, minimum=2)
     d = _validate.integer("d", d, minimum=1)
-    runs = _validate.integer("runs", runs, minimum=1)
+    seeds = _validate.integer("seeds", seeds, minimum=1)
     norm = _validate.choice("norm", norm, NORMS[1:])
     s2 = logit_s2(d, norm) if s2 is None else _validate.real("s2", s2, minimum=0.0)
-    X0 = gaussian_tokens(T, d, rho=rho, batch=runs, seed=seed, device=device, dtype=dtype)
+    X0 = gaussian_tokens(T, d, rho=rho, batch=seeds, seed=seed, device=device, dtype=dtype)
     out, rel = {}, {}
     for kind in masks:
         _validate.choice("masks", kind, MASK_KINDS)
@@ -146,8 +147,9 @@ def table_pattern(runs, *, first=32) -> tuple[bool, bool, bool, bool]:
     )
 
 
+@_deprecation.renamed_keywords(runs="seeds")
 def layernorm_table(*, layers=(0, 32, 64, 96, 128), **settings) -> list[LNRow]:
-    """The authors' table, simulated: mean and std over runs of mu(X_l) for each mask and layer.
+    """The authors' table, simulated: mean and std over seeds (independent networks) of mu(X_l) for each mask and layer.
 
     ``settings`` go to :func:`layernorm_runs` (``depth`` defaults to max(layers)).  Returns a
     tidy list of :class:`LNRow`, mask-major.

@@ -45,9 +45,9 @@ def test_random_simulators_run_on_cuda(dtype):
     assert torch.isfinite(tr.stable_rank).all()
     g = weight_gradients(X0, 2, attention="qk", seed=1)
     assert g.W_Q.device.type == "cuda" and torch.isfinite(g.W_V).all()
-    runs = layernorm_runs(T=16, d=16, depth=4, runs=2, device="cuda", dtype=dtype)
+    runs = layernorm_runs(T=16, d=16, depth=4, seeds=2, device="cuda", dtype=dtype)
     assert runs
-    runs = layernorm_runs(T=16, d=16, depth=4, runs=2, dropout=0.1, rho=0.2, device="cuda", dtype=dtype)
+    runs = layernorm_runs(T=16, d=16, depth=4, seeds=2, dropout=0.1, rho=0.2, device="cuda", dtype=dtype)
     assert runs["causal"].device.type == "cuda" and torch.isfinite(runs["causal"]).all()
 
 

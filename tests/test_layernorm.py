@@ -12,7 +12,7 @@ def test_logit_s2():
 
 
 def test_table_shape_and_reproducible():
-    kw = dict(T=8, d=16, runs=2, layers=(0, 4), window=1)
+    kw = dict(T=8, d=16, seeds=2, layers=(0, 4), window=1)
     rows = ln.layernorm_table(**kw, seed=0)
     assert len(rows) == 8 and {r.mask for r in rows} == set(ln.MASK_KINDS)
     assert rows == ln.layernorm_table(**kw, seed=0)
@@ -24,7 +24,7 @@ def test_errors():
     with pytest.raises(ValueError):
         ln.layernorm_runs(T=8, d=8, depth=2, norm="bad")
     with pytest.raises(ValueError):
-        ln.layernorm_table(T=8, d=8, runs=1, layers=(0, 4), depth=2)
+        ln.layernorm_table(T=8, d=8, seeds=1, layers=(0, 4), depth=2)
     with pytest.raises(ValueError):
         ln.layernorm_runs(T=8, d=8, depth=2, masks=("nope",))
 
@@ -41,7 +41,7 @@ def test_rho_from_mu0_round_trip():
 
 def test_paper_setting_runs_and_mu0_matches():
     setting = {**ln.PAPER_SETTING, "d": 16}
-    res = ln.layernorm_runs(runs=64, depth=1, seed=0, masks=("complete",), **setting)
+    res = ln.layernorm_runs(seeds=64, depth=1, seed=0, masks=("complete",), **setting)
     mu0 = res["complete"][0]
     expected = math.sqrt(16 * (setting["T"] - 1) * (1 - setting["rho"]))
     assert abs(mu0.mean().item() / expected - 1) < 0.05

@@ -21,11 +21,11 @@ FLOOR = ("float64 round-off: mu / ||X||_F cannot go below ~1e-15 (measured 1e-16
     claim="With LayerNorm and orthogonal W_V, the complete mask collapses to consensus (mu / ||X|| at the float floor)",
     source="paper",
     tolerance_note=FLOOR,
-    quick=dict(T=32, d=64, depth=32, runs=2),
-    full=dict(T=100, d=768, depth=128, runs=10),
+    quick=dict(T=32, d=64, depth=32, seeds=2),
+    full=dict(T=100, d=768, depth=128, seeds=10),
 )
-def ln_complete_collapses(*, T, d, depth, runs, norm="layernorm", seed=0, device=None) -> Comparison:
-    res = layernorm_runs(T=T, d=d, depth=depth, runs=runs, norm=norm, masks=("complete",), seed=seed, device=device)
+def ln_complete_collapses(*, T, d, depth, seeds, norm="layernorm", seed=0, device=None) -> Comparison:
+    res = layernorm_runs(T=T, d=d, depth=depth, seeds=seeds, norm=norm, masks=("complete",), seed=seed, device=device)
     return Comparison(prediction=0.0, measured=float(res["relative"]["complete"][-1].max()), tolerance=1e-10)
 
 
@@ -36,11 +36,11 @@ def ln_complete_collapses(*, T, d, depth, runs, norm="layernorm", seed=0, device
            "the paper's table shows no collapse because its attention dropout was on, see ln-causal-dropout-front)"),
     source="derived",
     tolerance_note=FLOOR,
-    quick=dict(T=32, d=64, depth=64, runs=2),
-    full=dict(T=100, d=768, depth=128, runs=10),
+    quick=dict(T=32, d=64, depth=64, seeds=2),
+    full=dict(T=100, d=768, depth=128, seeds=10),
 )
-def ln_causal_collapses(*, T, d, depth, runs, norm="layernorm", seed=0, device=None) -> Comparison:
-    res = layernorm_runs(T=T, d=d, depth=depth, runs=runs, norm=norm, masks=("causal",), seed=seed, device=device)
+def ln_causal_collapses(*, T, d, depth, seeds, norm="layernorm", seed=0, device=None) -> Comparison:
+    res = layernorm_runs(T=T, d=d, depth=depth, seeds=seeds, norm=norm, masks=("causal",), seed=seed, device=device)
     return Comparison(prediction=0.0, measured=float(res["relative"]["causal"][-1].max()), tolerance=1e-10)
 
 
@@ -52,11 +52,11 @@ def ln_causal_collapses(*, T, d, depth, runs, norm="layernorm", seed=0, device=N
     tolerance_note=("a pass/fail pattern: uniform attention on the window mixes diffusively, needing ~(T/w)^2 layers; "
                     "at depth = T the measured relative mu is 0.3-0.6 over 20 seeds, far above the 0.1 threshold and "
                     "far from the 1e-15 floor"),
-    quick=dict(T=32, d=64, depth=32, runs=2, window=1),
-    full=dict(T=100, d=768, depth=128, runs=10, window=3),
+    quick=dict(T=32, d=64, depth=32, seeds=2, window=1),
+    full=dict(T=100, d=768, depth=128, seeds=10, window=3),
 )
-def ln_sliding_slow(*, T, d, depth, runs, window, norm="layernorm", seed=0, device=None) -> Comparison:
-    res = layernorm_runs(T=T, d=d, depth=depth, runs=runs, window=window, norm=norm, masks=("sliding",),
+def ln_sliding_slow(*, T, d, depth, seeds, window, norm="layernorm", seed=0, device=None) -> Comparison:
+    res = layernorm_runs(T=T, d=d, depth=depth, seeds=seeds, window=window, norm=norm, masks=("sliding",),
                          seed=seed, device=device)
     return Comparison(prediction=True, measured=bool(res["relative"]["sliding"][-1].min() > 0.1))
 
@@ -70,11 +70,11 @@ def ln_sliding_slow(*, T, d, depth, runs, window, norm="layernorm", seed=0, devi
     tolerance_note=("prediction: the published mean at layer 32 (4.61e-5).  The float32 floor scatters: over 20 seeds "
                     "at layer 4 we measured a mean 4.7e-5 with standard deviation 2.7e-6 (6%); 25% relative is about "
                     "4 standard deviations.  A float64 run misses by 8 orders of magnitude, a non-collapsed one by 6"),
-    quick=dict(T=100, d=768, depth=6, runs=2),
-    full=dict(T=100, d=768, depth=32, runs=10),
+    quick=dict(T=100, d=768, depth=6, seeds=2),
+    full=dict(T=100, d=768, depth=32, seeds=10),
 )
-def ln_complete_float32_floor(*, T, d, depth, runs, seed=0, device=None) -> Comparison:
-    res = layernorm_runs(T=T, d=d, depth=depth, runs=runs, masks=("complete",), seed=seed, device=device,
+def ln_complete_float32_floor(*, T, d, depth, seeds, seed=0, device=None) -> Comparison:
+    res = layernorm_runs(T=T, d=d, depth=depth, seeds=seeds, masks=("complete",), seed=seed, device=device,
                          dtype=torch.float32)
     return Comparison(prediction=PUBLISHED_TABLE["complete"][32][0], measured=float(res["complete"][-1].mean()),
                       tolerance=0.25, relative=True)
@@ -97,12 +97,12 @@ def _paper_setting(d):
                     "error of 2.7%: 10% is 3.7 standard errors.  The neglected effect (a token behind the front "
                     "zeroed for one layer, probability ~p^2 per layer) biases mu by about 1%; measured over 64 "
                     "seeds at d = 64: -0.9%"),
-    quick=dict(d=64, runs=32, depth=128),
-    full=dict(d=128, runs=64, depth=128),
+    quick=dict(d=64, seeds=32, depth=128),
+    full=dict(d=128, seeds=64, depth=128),
 )
-def ln_causal_dropout_front(*, d, runs, depth, seed=0, device=None) -> Comparison:
+def ln_causal_dropout_front(*, d, seeds, depth, seed=0, device=None) -> Comparison:
     setting = _paper_setting(d)
-    mu = layernorm_runs(runs=runs, depth=depth, masks=("causal",), seed=seed, device=device, **setting)["causal"]
+    mu = layernorm_runs(seeds=seeds, depth=depth, masks=("causal",), seed=seed, device=device, **setting)["causal"]
     means, _ = dropout_front_mu(setting["T"], depth, setting["dropout"], token_norm_sq=d)
     prediction = sum(means[32:]) / len(means[32:])
     return Comparison(prediction=prediction, measured=float(mu[32:].mean()), tolerance=0.1, relative=True)
@@ -157,9 +157,9 @@ def ln_causal_paper_std() -> Comparison:
                     "from 32 (a single zero token already gives 1/sqrt(T) = 0.09).  Measured at d = 64, 4 runs: "
                     "causal rises 1.9-fold (relative mu >= 0.12), sliding falls by 31% (>= 0.2), sliding-causal "
                     "changes by 1% (>= 0.5)"),
-    quick=dict(d=64, runs=4, depth=128),
-    full=dict(d=768, runs=10, depth=128),
+    quick=dict(d=64, seeds=4, depth=128),
+    full=dict(d=768, seeds=10, depth=128),
 )
-def ln_paper_pattern(*, d, runs, depth, seed=0, device=None) -> Comparison:
-    res = layernorm_runs(runs=runs, depth=depth, seed=seed, device=device, **_paper_setting(d))
+def ln_paper_pattern(*, d, seeds, depth, seed=0, device=None) -> Comparison:
+    res = layernorm_runs(seeds=seeds, depth=depth, seed=seed, device=device, **_paper_setting(d))
     return Comparison(prediction=(True, True, True, True), measured=table_pattern(res))

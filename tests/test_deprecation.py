@@ -1,0 +1,50 @@
+"""Old public names keep working for one release, each with a DeprecationWarning naming the new one."""
+
+import pytest
+import torch
+
+import rcteach
+from rcteach import _deprecation
+from rcteach.attention import qk_attention
+from rcteach.width import width_stable_ranks
+
+
+def test_renamed_keywords_helper():
+    @_deprecation.renamed_keywords(old="new")
+    def f(*, new=0):
+        return new
+
+    with pytest.deprecated_call(match=r"f\(old=...\) is deprecated; use f\(new=...\)"):
+        assert f(old=3) == 3
+    with pytest.raises(TypeError, match="both old="):
+        f(old=1, new=2)
+    assert f(new=4) == 4
+
+
+def test_attention_function_name():
+    gen = torch.Generator().manual_seed(0)
+    X = torch.randn(5, 4, generator=gen, dtype=torch.float64)
+    W_Q, W_K = torch.randn(2, 4, 3, generator=gen, dtype=torch.float64)
+    with pytest.deprecated_call(match="rcteach.qk_attention"):
+        old = rcteach.attention(X, W_Q, W_K, beta=0.5)
+    assert torch.equal(old, qk_attention(X, W_Q, W_K, beta=0.5))
+    assert rcteach.attention.qk_attention is rcteach.qk_attention  # still the module
+
+
+def test_width_logits_keyword():
+    new = width_stable_ranks(8, 0.5, seeds=2, attention="qk", d_qk=4, seed=0)
+    with pytest.deprecated_call(match="attention="):
+        old = width_stable_ranks(8, 0.5, seeds=2, logits="qk", d_qk=4, seed=0)
+    assert torch.equal(old, new)
+    with pytest.deprecated_call(match="ATTENTIONS"):
+        from rcteach.width import LOGIT_MODELS
+    assert LOGIT_MODELS == ("iid", "qk")
+
+
+def test_layernorm_runs_keyword():
+    from rcteach.layernorm import layernorm_runs
+
+    kw = dict(T=8, d=8, depth=2, masks=("causal",), seed=0)
+    with pytest.deprecated_call(match="seeds="):
+        old = layernorm_runs(runs=2, **kw)
+    assert torch.equal(old["causal"], layernorm_runs(seeds=2, **kw)["causal"])
