@@ -7,7 +7,7 @@ the CPU by default, and takes ``seed=`` or ``generator=`` wherever it draws rand
 """
 
 from . import plotting, theory
-from .attention import ACTIVATIONS, LN2, attention_map, centre, qk_attention, random_attention, uniform_attention
+from .attention import attention_map, centre, qk_attention, random_attention, uniform_attention
 from .checks import run_check, run_checks
 from .depth import LayerGradients, Trajectory, propagate, weight_gradients
 from .device import default_device
@@ -23,6 +23,7 @@ from .masks import (
     mask_graph,
 )
 from .metrics import SpectralGap, decay_rate, mu, spectral_gap, spectrum, spectrum_distance, stable_rank
+from .theory import ACTIVATIONS, LN2
 from .tokens import gaussian_tokens, orthonormal_tokens
 from .variants import random_differential_attention
 from .width import width_stable_ranks

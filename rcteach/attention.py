@@ -33,10 +33,9 @@ from . import _deprecation, _validate
 from .device import resolve
 from .logits import qk_logits, random_logits
 from .masks import check_mask
+from .theory import ACTIVATIONS, LN2
 
 __all__ = [
-    "ACTIVATIONS",
-    "LN2",
     "attention_map",
     "centre",
     "uniform_attention",
@@ -47,8 +46,6 @@ __all__ = [
 
 ATTENTIONS = ("iid", "qk")  # the two attention models: i.i.d. logits, query-key attention A(X)
 
-ACTIVATIONS = ("softmax", "relu", "sigmoid")
-LN2 = math.log(2.0)  # the logit variance of the Mind-the-Gap code: e^g then has variance 1
 
 
 def uniform_attention(T: int, mask=None, *, device=None, dtype=None) -> torch.Tensor:

@@ -55,12 +55,13 @@ from collections.abc import Callable
 
 import torch
 
-from .attention import LN2, random_attention
+from .attention import random_attention
 from .depth import propagate
 from .device import resolve
 from .matfree import frobenius_bulk_radius
 from .matfree import stable_rank as matfree_stable_rank
 from .metrics import spectrum, stable_rank
+from .theory import LN2
 from .width import width_stable_ranks
 
 __all__ = ["CASES", "PRESETS", "run", "run_depth", "fit_exponent", "fits", "suite", "format_rows", "write_csv",

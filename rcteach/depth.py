@@ -30,10 +30,11 @@ from dataclasses import dataclass
 import torch
 
 from . import _validate
-from .attention import LN2, attention_map, qk_attention
+from .attention import attention_map, qk_attention
 from .device import make_generator, resolve
 from .masks import check_mask
 from .metrics import squared_singular_values
+from .theory import LN2
 from .tokens import orthonormal_tokens
 
 __all__ = ["ATTENTIONS", "VALUES", "NORMS", "Trajectory", "LayerGradients", "propagate", "weight_gradients", "normalise"]

@@ -30,6 +30,7 @@ from .attention import attention_map
 from .depth import normalise
 from .device import make_generator, resolve
 from .masks import check_mask, make_mask
+from .metrics import mu_unchecked
 
 __all__ = [
     "Equilibrium",
@@ -223,7 +224,7 @@ def analyse(X, W_V, B=None, *, mask=None, beta=1.0, rtol=1e-6) -> Equilibrium:
     """Residual, tangent spectral radius, rank and mu of a state X (N, d) of unit tokens."""
     F = layer_map(X, W_V, B, mask=mask, beta=beta, norm="rms")
     rho = spectral_radius(tangent_jacobian(X, W_V, B, mask=mask, beta=beta, norm="rms"))
-    mu = float(torch.linalg.matrix_norm(X - X.mean(-2, keepdim=True)))
+    mu = float(mu_unchecked(X))
     return Equilibrium(X, float(torch.linalg.matrix_norm(F - X)), rho, int(numerical_rank(X, rtol=rtol)), mu)
 
 

@@ -106,7 +106,7 @@ def layernorm_runs(*, T=100, d=128, depth=128, seeds=4, window=3, norm="layernor
     out, rel = {}, {}
     for kind in masks:
         _validate.choice("masks", kind, MASK_KINDS)
-        mask = make_mask(kind, T, window=window if kind.startswith("sliding") else None, device=X0.device)
+        mask = make_mask(kind, T, window=window, device=X0.device)
         tr = propagate(X0, depth, attention="qk", s2=s2, beta=beta, mask=mask, dropout=dropout, norm=norm,
                        values=values, shared=shared, seed=seed + 1)
         out[kind] = tr.mu.detach()

@@ -40,17 +40,15 @@ def make_mask(kind, T, *, window=None, device=None) -> torch.Tensor:
     ``"sliding"``        |i - j| <= window (bidirectional local attention);
     ``"sliding-causal"`` 0 <= i - j <= window.
 
-    ``window`` (an int >= 0) is required by the sliding kinds and refused by the others.
+    ``window`` (an int >= 0) is required by the sliding kinds; the other kinds ignore it, so one
+    ``window`` serves a loop over every kind.
     """
     kind = _validate.choice("kind", kind, MASK_KINDS)
     T = _validate.integer("T", T, minimum=2)
-    sliding = kind.startswith("sliding")
-    if sliding:
+    if kind.startswith("sliding"):
         if window is None:
             raise ValueError(f"window is required for kind={kind!r}")
         window = _validate.integer("window", window, minimum=0)
-    elif window is not None:
-        raise ValueError(f"window applies only to the sliding kinds, not kind={kind!r}")
     i = torch.arange(T, device=device)
     lag = i[:, None] - i[None, :]  # (T, T): i - j
     if kind == "complete":

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import math
 
-from . import _validate
+from . import _deprecation, _validate
 
 __all__ = [
+    "LN2",
+    "ACTIVATIONS",
     "c",
-    "MAP_ACTIVATIONS",
     "activation_moments",
     "outlier",
     "map_bulk_radius",
@@ -50,6 +51,11 @@ __all__ = [
     "norm_growth",
     "model_bulk_logit_variance",
 ]
+
+LN2 = math.log(2.0)  # the logit variance of the Mind-the-Gap code: e^g then has variance 1 (c = 1)
+ACTIVATIONS = ("softmax", "relu", "sigmoid")  # the attention maps f of rcteach.attention_map
+
+__getattr__ = _deprecation.moved_attributes(__name__, {"MAP_ACTIVATIONS": "rcteach.theory:ACTIVATIONS"})
 
 
 def c(s2) -> float:
@@ -461,9 +467,6 @@ def width_stable_rank_bias(T, gamma, s2) -> float:
 
 # -- other attention maps (book/07_other_maps.md) ---------------------------------------------
 
-MAP_ACTIVATIONS = ("softmax", "relu", "sigmoid")
-
-
 def activation_moments(activation, s2, bias=0.0) -> tuple[float, float]:
     """Mean and variance of f(g), g ~ N(0, s2), for the element-wise form of an attention map.
 
@@ -486,7 +489,7 @@ def activation_moments(activation, s2, bias=0.0) -> tuple[float, float]:
     -------
     (mean, variance) : tuple of float
     """
-    activation = _validate.choice("activation", activation, MAP_ACTIVATIONS)
+    activation = _validate.choice("activation", activation, ACTIVATIONS)
     s2 = _validate.real("s2", s2, minimum=0.0)
     bias = _validate.bias(activation, bias)
     if activation == "softmax":

@@ -16,8 +16,9 @@ import math
 import torch
 
 from . import _validate
-from .attention import LN2, attention_map
+from .attention import attention_map
 from .device import make_generator, resolve
+from .theory import LN2
 
 __all__ = ["random_differential_attention"]
 

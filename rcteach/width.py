@@ -27,7 +27,7 @@ from . import _deprecation, _validate
 from .attention import ATTENTIONS, LN2, qk_attention, random_attention
 from .device import make_generator, resolve
 from .logits import qk_weights
-from .metrics import squared_singular_values
+from .metrics import squared_singular_values, stable_rank_from_squared
 from .tokens import orthonormal_tokens
 
 __all__ = ["width_dims", "width_stable_ranks"]
@@ -113,10 +113,8 @@ def width_stable_ranks(
         A = qk_attention(X0, W_Q, W_K, centred=centred)  # (seeds, T, T)
         Y = X0 @ W_V  # (seeds, T, d)
     out = A @ Y  # (seeds, T, d)
-    lam = squared_singular_values(out)  # (seeds, min(T, d)), descending
-    p = lam.square() if gram else lam
-    top = p[..., 0]
-    if not (top > 0).all():
+    sq = squared_singular_values(out)  # (seeds, min(T, d)), descending
+    if not (sq[..., 0] > 0).all():
         raise ValueError("the layer output is zero; its stable rank is undefined")
-    return p.sum(-1) / top
+    return stable_rank_from_squared(sq, gram=gram)
 

@@ -17,14 +17,11 @@ from rcteach import (
     spectrum_distance,
     uniform_attention,
 )
-from rcteach.device import DEVICE_ENV
 
 T = 6
 
 
-@pytest.fixture(autouse=True)
-def cpu_env(monkeypatch):
-    monkeypatch.setenv(DEVICE_ENV, "cpu")
+pytestmark = pytest.mark.usefixtures("cpu_env")
 
 
 def logits(*shape, seed=0, dtype=torch.float64):

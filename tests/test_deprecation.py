@@ -48,3 +48,12 @@ def test_layernorm_runs_keyword():
     with pytest.deprecated_call(match="seeds="):
         old = layernorm_runs(runs=2, **kw)
     assert torch.equal(old["causal"], layernorm_runs(seeds=2, **kw)["causal"])
+
+
+def test_activation_names_have_one_home():
+    from rcteach import attention, theory
+
+    assert rcteach.ACTIVATIONS is theory.ACTIVATIONS is attention.ACTIVATIONS
+    assert rcteach.LN2 is theory.LN2
+    with pytest.deprecated_call(match="rcteach.theory.ACTIVATIONS"):
+        assert theory.MAP_ACTIVATIONS is theory.ACTIVATIONS

@@ -6,13 +6,10 @@ import pytest
 import torch
 
 from rcteach import LN2, attention_map, orthonormal_tokens, qk_attention, random_attention, theory
-from rcteach.device import DEVICE_ENV
 from rcteach.logits import leading_term, qk_logits, random_logits, random_qk_logits
 
 
-@pytest.fixture(autouse=True)
-def cpu_env(monkeypatch):
-    monkeypatch.setenv(DEVICE_ENV, "cpu")
+pytestmark = pytest.mark.usefixtures("cpu_env")
 
 
 def test_random_logits_shape_dtype_seed():

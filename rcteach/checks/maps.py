@@ -11,8 +11,9 @@ from __future__ import annotations
 import torch
 
 from .. import theory
-from ..attention import LN2, random_attention
+from ..attention import random_attention
 from ..metrics import spectral_gap
+from ..theory import LN2
 from .registry import Comparison, register
 
 OUTLIER_NOTE = (

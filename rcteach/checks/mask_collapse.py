@@ -21,14 +21,10 @@ from .registry import Comparison, register
 GRAPH_FACT = "exact: a graph property, compared for equality"
 
 
-def _mask(kind, T, window):
-    return make_mask(kind, T, window=window if kind.startswith("sliding") else None)
-
-
 def _run(kind, T, window, depth, *, seeds, seed, beta=0.0, s2=1.0, device=None):
     """mu over ``depth`` pure-attention layers with QK attention (beta = 0: uniform), (depth+1, seeds)."""
     X0 = orthonormal_tokens(T, T, batch=seeds, seed=seed, device=device, dtype=torch.float64)
-    return propagate(X0, depth, attention="qk", s2=s2, beta=beta, mask=_mask(kind, T, window),
+    return propagate(X0, depth, attention="qk", s2=s2, beta=beta, mask=make_mask(kind, T, window=window),
                      values="orthogonal", seed=seed + 1).mu
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import torch
 
 from .. import theory
-from ..attention import LN2, centre, random_attention
+from ..attention import centre, random_attention
 from ..metrics import spectral_gap, spectrum, spectrum_distance
+from ..theory import LN2
 from .registry import Comparison, register
 
 FLOAT64_IDENTITY = "float64 round-off on sums of T terms of size 1/T: |error| ~ T * 1e-16; 1e-10 leaves a wide margin"

@@ -11,8 +11,8 @@ import math
 import torch
 
 from .. import theory
-from ..attention import LN2
 from ..width import width_stable_ranks
+from ..theory import LN2
 from .registry import Comparison, register
 
 
