@@ -11,6 +11,7 @@ from .attention import attention_map, centre, qk_attention, random_attention, un
 from .checks import run_check, run_checks
 from .depth import LayerGradients, Trajectory, propagate, weight_gradients
 from .device import default_device
+from .layers import LayerConfig, layer
 from .logits import leading_term, qk_logits, random_logits, random_qk_logits
 from .masks import (
     MASK_KINDS,
@@ -33,6 +34,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ACTIVATIONS",
     "LN2",
+    "LayerConfig",
     "LayerGradients",
     "MASK_KINDS",
     "SpectralGap",
@@ -47,6 +49,7 @@ __all__ = [
     "gaussian_tokens",
     "is_quasi_strongly_connected",
     "is_strongly_connected",
+    "layer",
     "leading_term",
     "make_mask",
     "mask_graph",

@@ -64,9 +64,14 @@ def centre(A: torch.Tensor, mask=None) -> torch.Tensor:
     Without a mask: A - (A1)1^T/T = A P.  For row-stochastic A: A - U.  Masked positions stay 0.
     """
     A = _validate.matrix("A", A)
+    return _centre(A, None if mask is None else check_mask(mask, A.shape[-1]))
+
+
+def _centre(A, mask):
+    """:func:`centre` of a validated A and mask (None or boolean (T, T), any device)."""
     if mask is None:
         return A - A.mean(-1, keepdim=True)
-    allowed = check_mask(mask, A.shape[-1]).to(device=A.device, dtype=A.dtype)
+    allowed = mask.to(device=A.device, dtype=A.dtype)
     row_mean = A.sum(-1, keepdim=True) / allowed.sum(-1, keepdim=True)  # (*batch, T, 1)
     return A - row_mean * allowed
 
@@ -76,9 +81,15 @@ def attention_map(logits: torch.Tensor, mask=None, *, activation="softmax", bias
     logits = _validate.matrix("logits", logits, square=True)
     activation = _validate.choice("activation", activation, ACTIVATIONS)
     bias = _validate.bias(activation, bias)
-    T = logits.shape[-1]
     if mask is not None:
-        mask = check_mask(mask, T).to(logits.device)
+        mask = check_mask(mask, logits.shape[-1]).to(logits.device)
+    return _attention_map(logits, mask, activation=activation, bias=bias, centred=_validate.flag("centred", centred))
+
+
+def _attention_map(logits, mask, *, activation="softmax", bias=0.0, centred=False):
+    """:func:`attention_map` of validated arguments, ``mask`` None or on the logits' device: no checks,
+    for the layers of :func:`rcteach.propagate`, validated once at their entry."""
+    T = logits.shape[-1]
     if activation == "softmax":
         if mask is not None:
             logits = logits.masked_fill(~mask, -math.inf)
@@ -90,7 +101,7 @@ def attention_map(logits: torch.Tensor, mask=None, *, activation="softmax", bias
         else:
             allowed = mask.to(f.dtype)
             A = f * allowed / allowed.sum(-1, keepdim=True)
-    return centre(A, mask) if centred else A
+    return _centre(A, mask) if centred else A
 
 
 def random_attention(

@@ -27,7 +27,7 @@ import torch
 
 from . import _validate
 from .attention import attention_map
-from .depth import normalise
+from .norms import normalise
 from .device import make_generator, resolve
 from .masks import check_mask, make_mask
 from .metrics import mu_unchecked
@@ -84,7 +84,7 @@ def layer_map(X, W_V, B=None, *, mask=None, beta=1.0, norm="rms") -> torch.Tenso
     beta : float
         Inverse temperature multiplying the logits.
     norm : {"rms", "layernorm", None}
-        Token-wise normalisation (``rcteach.depth.normalise``): "rms" maps each token to unit norm.
+        Token-wise normalisation (``rcteach.norms.normalise``): "rms" maps each token to unit norm.
 
     Returns
     -------

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 import torch
 
 from . import _deprecation, _validate
-from .depth import NORMS, propagate
+from .depth import propagate
+from .norms import NORMS
 from .masks import MASK_KINDS, make_mask
 from .tokens import gaussian_tokens
 

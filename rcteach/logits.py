@@ -66,6 +66,11 @@ def qk_logits(X, W_Q, W_K, *, beta=1.0) -> torch.Tensor:
             raise TypeError(f"{name} must have X's dtype and device ({X.dtype}, {X.device}), got ({W.dtype}, {W.device})")
     if W_K.shape[-1] != W_Q.shape[-1]:
         raise ValueError(f"W_Q and W_K must have the same number of columns d_qk, got {W_Q.shape[-1]} and {W_K.shape[-1]}")
+    return _qk_logits(X, W_Q, W_K, beta)
+
+
+def _qk_logits(X, W_Q, W_K, beta):
+    """:func:`qk_logits` of validated arguments: no checks (the layers of :func:`rcteach.propagate`)."""
     Q = X @ W_Q  # (*batch, T, d_qk)
     K = X @ W_K  # (*batch, T, d_qk)
     return (beta / math.sqrt(Q.shape[-1])) * (Q @ K.transpose(-2, -1))  # (*batch, T, T)

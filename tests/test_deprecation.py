@@ -57,3 +57,12 @@ def test_activation_names_have_one_home():
     assert rcteach.LN2 is theory.LN2
     with pytest.deprecated_call(match="rcteach.theory.ACTIVATIONS"):
         assert theory.MAP_ACTIVATIONS is theory.ACTIVATIONS
+
+
+def test_normalise_moved_to_norms():
+    from rcteach import depth, norms
+
+    with pytest.deprecated_call(match="rcteach.norms.normalise"):
+        assert depth.normalise is norms.normalise
+    with pytest.deprecated_call(match="rcteach.norms.NORMS"):
+        assert depth.NORMS is norms.NORMS

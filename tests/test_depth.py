@@ -7,7 +7,7 @@ import torch
 
 import rcteach
 from rcteach import propagate, weight_gradients
-from rcteach.depth import normalise
+from rcteach.norms import normalise
 
 F64 = torch.float64
 
