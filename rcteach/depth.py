@@ -20,15 +20,15 @@ import torch
 
 from . import _deprecation, _validate
 from .device import make_generator, resolve
-from .layers import LayerConfig, LayerWeights, draw_keep, draw_weights, forward
+from .attention import ATTENTIONS  # noqa: F401 (re-exported: its home is rcteach.attention)
+from .layers import VALUES, LayerConfig, LayerWeights, draw_keep, draw_weights, forward  # noqa: F401 (VALUES)
 from .masks import check_mask
 from .metrics import mu_unchecked, squared_singular_values, stable_rank_from_squared
 
 __all__ = ["Trajectory", "LayerGradients", "propagate", "weight_gradients"]
 
-__getattr__ = _deprecation.moved_attributes(__name__, {
-    "normalise": "rcteach.norms:normalise", "NORMS": "rcteach.norms:NORMS", "VALUES": "rcteach.layers:VALUES",
-    "ATTENTIONS": "rcteach.attention:ATTENTIONS"})
+__getattr__ = _deprecation.moved_attributes(__name__, {"normalise": "rcteach.norms:normalise",
+                                                       "NORMS": "rcteach.norms:NORMS"})
 
 
 @dataclass(frozen=True)

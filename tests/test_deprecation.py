@@ -42,12 +42,12 @@ def test_width_logits_keyword():
 
 
 def test_layernorm_runs_keyword():
-    from rcteach.layernorm import layernorm_runs
+    from rcteach.wu_table import layernorm_runs
 
     kw = dict(T=8, d=8, depth=2, masks=("causal",), seed=0)
     with pytest.deprecated_call(match="seeds="):
         old = layernorm_runs(runs=2, **kw)
-    assert torch.equal(old["causal"], layernorm_runs(seeds=2, **kw)["causal"])
+    assert torch.equal(old["causal"].mu, layernorm_runs(seeds=2, **kw)["causal"].mu)
 
 
 def test_activation_names_have_one_home():
@@ -66,3 +66,18 @@ def test_normalise_moved_to_norms():
         assert depth.normalise is norms.normalise
     with pytest.deprecated_call(match="rcteach.norms.NORMS"):
         assert depth.NORMS is norms.NORMS
+
+
+def test_layernorm_module_renamed_wu_table():
+    from rcteach import layernorm, wu_table
+
+    with pytest.deprecated_call(match="rcteach.wu_table.layernorm_table"):
+        assert layernorm.layernorm_table is wu_table.layernorm_table
+
+
+def test_consensus_rate_moved_to_masks():
+    from rcteach import theory
+
+    mask = rcteach.make_mask("causal", 6)
+    with pytest.deprecated_call(match="rcteach.masks.consensus_rate"):
+        assert theory.consensus_rate(mask) == rcteach.consensus_rate(mask) == 0.5

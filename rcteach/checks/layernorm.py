@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from ..layernorm import PAPER_SETTING, PUBLISHED_TABLE, layernorm_runs, table_pattern
+from ..wu_table import PAPER_SETTING, PUBLISHED_TABLE, layernorm_runs, table_pattern
 from ..theory import dropout_front_mu
 from .registry import Comparison, register
 
@@ -26,7 +26,7 @@ FLOOR = ("float64 round-off: mu / ||X||_F cannot go below ~1e-15 (measured 1e-16
 )
 def ln_complete_collapses(*, T, d, depth, seeds, norm="layernorm", seed=0, device=None) -> Comparison:
     res = layernorm_runs(T=T, d=d, depth=depth, seeds=seeds, norm=norm, masks=("complete",), seed=seed, device=device)
-    return Comparison(prediction=0.0, measured=float(res["relative"]["complete"][-1].max()), tolerance=1e-10)
+    return Comparison(prediction=0.0, measured=float(res["complete"].relative_mu[-1].max()), tolerance=1e-10)
 
 
 @register(
@@ -41,7 +41,7 @@ def ln_complete_collapses(*, T, d, depth, seeds, norm="layernorm", seed=0, devic
 )
 def ln_causal_collapses(*, T, d, depth, seeds, norm="layernorm", seed=0, device=None) -> Comparison:
     res = layernorm_runs(T=T, d=d, depth=depth, seeds=seeds, norm=norm, masks=("causal",), seed=seed, device=device)
-    return Comparison(prediction=0.0, measured=float(res["relative"]["causal"][-1].max()), tolerance=1e-10)
+    return Comparison(prediction=0.0, measured=float(res["causal"].relative_mu[-1].max()), tolerance=1e-10)
 
 
 @register(
@@ -58,7 +58,7 @@ def ln_causal_collapses(*, T, d, depth, seeds, norm="layernorm", seed=0, device=
 def ln_sliding_slow(*, T, d, depth, seeds, window, norm="layernorm", seed=0, device=None) -> Comparison:
     res = layernorm_runs(T=T, d=d, depth=depth, seeds=seeds, window=window, norm=norm, masks=("sliding",),
                          seed=seed, device=device)
-    return Comparison(prediction=True, measured=bool(res["relative"]["sliding"][-1].min() > 0.1))
+    return Comparison(prediction=True, measured=bool(res["sliding"].relative_mu[-1].min() > 0.1))
 
 
 @register(
@@ -76,7 +76,7 @@ def ln_sliding_slow(*, T, d, depth, seeds, window, norm="layernorm", seed=0, dev
 def ln_complete_float32_floor(*, T, d, depth, seeds, seed=0, device=None) -> Comparison:
     res = layernorm_runs(T=T, d=d, depth=depth, seeds=seeds, masks=("complete",), seed=seed, device=device,
                          dtype=torch.float32)
-    return Comparison(prediction=PUBLISHED_TABLE["complete"][32][0], measured=float(res["complete"][-1].mean()),
+    return Comparison(prediction=PUBLISHED_TABLE["complete"][32][0], measured=float(res["complete"].mu[-1].mean()),
                       tolerance=0.25, relative=True)
 
 
@@ -102,7 +102,7 @@ def _paper_setting(d):
 )
 def ln_causal_dropout_front(*, d, seeds, depth, seed=0, device=None) -> Comparison:
     setting = _paper_setting(d)
-    mu = layernorm_runs(seeds=seeds, depth=depth, masks=("causal",), seed=seed, device=device, **setting)["causal"]
+    mu = layernorm_runs(seeds=seeds, depth=depth, masks=("causal",), seed=seed, device=device, **setting)["causal"].mu
     means, _ = dropout_front_mu(setting["T"], depth, setting["dropout"], token_norm_sq=d)
     prediction = sum(means[32:]) / len(means[32:])
     return Comparison(prediction=prediction, measured=float(mu[32:].mean()), tolerance=0.1, relative=True)
@@ -152,7 +152,7 @@ def ln_causal_paper_std() -> Comparison:
            "from layer 32 to the last; sliding not collapsed and decreasing; sliding-causal not collapsed, within "
            "15% of its layer-32 value, and above sliding"),
     source="paper",
-    tolerance_note=("a pass/fail pattern (rcteach.layernorm.table_pattern) on the mean over runs.  'Collapsed': "
+    tolerance_note=("a pass/fail pattern (rcteach.wu_table.table_pattern) on the mean over runs.  'Collapsed': "
                     "relative mu below 1e-5 (the float32 floor is ~1e-7); 'not collapsed': above 1e-2 at every layer "
                     "from 32 (a single zero token already gives 1/sqrt(T) = 0.09).  Measured at d = 64, 4 runs: "
                     "causal rises 1.9-fold (relative mu >= 0.12), sliding falls by 31% (>= 0.2), sliding-causal "

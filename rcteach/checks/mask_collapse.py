@@ -13,7 +13,7 @@ import torch
 
 from .. import theory
 from ..depth import propagate
-from ..masks import centre_eccentricity, diameter, make_mask
+from ..masks import centre_eccentricity, consensus_rate, diameter, make_mask
 from ..metrics import decay_rate
 from ..tokens import orthonormal_tokens
 from .registry import Comparison, register
@@ -63,7 +63,7 @@ def consensus_complete_one_step(*, T, seeds, seed=0, device=None) -> Comparison:
 @register(
     "consensus-rate-sliding",
     claim=("uniform attention on a sliding window: mu(X_t) decays per layer at exactly |lambda_2| of the "
-           "row-normalised mask (theory.consensus_rate)"),
+           "row-normalised mask (rcteach.consensus_rate)"),
     source="derived",
     tolerance_note=(
         "absolute 1e-5 on the per-layer factor: the fit starts at layer `start`, where the next eigenvalue's "
@@ -75,7 +75,7 @@ def consensus_complete_one_step(*, T, seeds, seed=0, device=None) -> Comparison:
 def consensus_rate_sliding(*, T, window, depth, start, seeds, seed=0, device=None) -> Comparison:
     mu = _run("sliding", T, window, depth, seeds=seeds, seed=seed, device=device)
     measured = decay_rate(mu.cpu(), start, floor=1e-12)
-    prediction = theory.consensus_rate(make_mask("sliding", T, window=window))
+    prediction = consensus_rate(make_mask("sliding", T, window=window))
     worst = measured[(measured - prediction).abs().argmax()].item()
     return Comparison(prediction=prediction, measured=worst, tolerance=1e-5)
 
@@ -114,7 +114,7 @@ def consensus_rate_causal(*, T, depth, start, seeds, seed=0, device=None) -> Com
 )
 def sliding_rate_diffusive(*, T, window) -> Comparison:
     prediction = 1.0 - theory.sliding_consensus_rate(T, window)
-    measured = 1.0 - theory.consensus_rate(make_mask("sliding", T, window=window))
+    measured = 1.0 - consensus_rate(make_mask("sliding", T, window=window))
     return Comparison(prediction=prediction, measured=measured, tolerance=2 * window / T, relative=True)
 
 
@@ -133,7 +133,7 @@ def sliding_rate_diffusive(*, T, window) -> Comparison:
 def qk_late_rate(*, T, window, beta, depth, start, seeds, s2=1.0, seed=0, device=None) -> Comparison:
     mu = _run("sliding", T, window, depth, seeds=seeds, seed=seed, beta=beta, s2=s2, device=device)
     measured = decay_rate(mu.cpu(), start, floor=1e-12)
-    prediction = theory.consensus_rate(make_mask("sliding", T, window=window))
+    prediction = consensus_rate(make_mask("sliding", T, window=window))
     worst = measured[(measured - prediction).abs().argmax()].item()
     return Comparison(prediction=prediction, measured=worst, tolerance=5e-4)
 
