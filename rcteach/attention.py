@@ -1,5 +1,7 @@
 """Attention matrices: the i.i.d.-logit model and query-key attention.
 
+Introduced in chapter "Softmax attention at initialisation: the leading 1/T term" (book/01_leading_term.md).
+
 Shapes: tokens X (*batch, T, d); attention A (*batch, T, T), acting from the left (A X).
 For every map, ``A[i, j]`` is the weight token i puts on token j; a mask restricts j to the
 positions ``mask[i, j]`` allows (see :mod:`rcteach.masks`).

@@ -1,10 +1,12 @@
 """Signal propagation through a stack of attention layers at initialisation.
 
-Introduced in chapter "Rank collapse in depth" (book/05_depth.md).  :func:`propagate` runs ``depth``
-layers (:func:`rcteach.layer`, configured by a :class:`rcteach.LayerConfig`) on tokens X0
-(*batch, T, d) and records, for every layer ℓ = 0..depth, the distance to consensus μ(X_ℓ), both
-stable ranks and the Frobenius norm.  :func:`weight_gradients` differentiates a loss of the last
-layer with respect to every layer's W_Q, W_K and W_V (chapter "Norms and gradients").
+Introduced in chapters "Rank collapse in depth" (book/05_depth.md) and "Norms and gradients" (book/06_norms_gradients.md).
+
+:func:`propagate` runs ``depth`` layers (:func:`rcteach.layer`, configured by a
+:class:`rcteach.LayerConfig`) on tokens X0 (*batch, T, d) and records, for every layer ℓ = 0..depth,
+the distance to consensus μ(X_ℓ), both stable ranks and the Frobenius norm. :func:`weight_gradients`
+differentiates a loss of the last layer with respect to every layer's W_Q, W_K and W_V (chapter
+"Norms and gradients").
 
 Randomness: one generator (from ``seed``) draws, layer after layer, first the attention's
 randomness (logits or W_Q then W_K), then W_V, then (dropout > 0) the dropout mask

@@ -1,6 +1,9 @@
 """Equilibria of self-attention with LayerNorm (Wu et al., 2024): layer map, fixed points, stability.
 
-Introduced in the chapter "Equilibria of every rank".  One layer with fixed weights, tokens as rows::
+Introduced in chapter "Equilibria of every rank" (book/11_equilibria.md).
+
+N is the number of tokens (T elsewhere in rcteach): the examples here have exactly as many tokens
+as dimensions, N = d, the notation of Wu et al.  One layer with fixed weights, tokens as rows::
 
     A  = softmax_mask(beta * X B X^T)          # (*batch, N, N), B = W_Q W_K^T (d, d)
     X' = normalise(A X W_V)                    # token by token: "rms" (unit norm), "layernorm", None

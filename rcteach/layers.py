@@ -1,8 +1,9 @@
 """One attention layer at initialisation: its settings, its random weights, its forward map.
 
-Introduced in chapter "Rank collapse in depth" (book/05_depth.md).  :func:`rcteach.propagate` stacks
-these layers.  One layer, in this order (tokens are rows of X (*batch, T, d), attention acts from
-the left)::
+Introduced in chapter "Rank collapse in depth" (book/05_depth.md).
+
+:func:`rcteach.propagate` stacks these layers. One layer, in this order (tokens are rows of X
+(*batch, T, d), attention acts from the left)::
 
     A  = attention(X)                              # (*batch, T, T): "iid" or "qk", see LayerConfig
     A  = A * keep / (1 - p)   (dropout=p > 0)      # attention dropout, keep ~ Bernoulli(1 - p)

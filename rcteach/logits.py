@@ -1,8 +1,9 @@
 """Attention logits at initialisation and the leading 1/T term of softmax attention.
 
-Introduced in the chapters "Softmax attention at initialisation: the leading 1/T term" and
-"The spectral gap".  Shapes: logits g (*batch, T, T), with ``g[..., i, j]`` the score of token i
-for token j; :func:`rcteach.attention_map` turns them into attention A (*batch, T, T).
+Introduced in chapters "Softmax attention at initialisation: the leading 1/T term" (book/01_leading_term.md) and "The spectral gap" (book/02_spectral_gap.md).
+
+Shapes: logits g (*batch, T, T), with ``g[..., i, j]`` the score of token i for token j;
+:func:`rcteach.attention_map` turns them into attention A (*batch, T, T).
 
 * :func:`random_logits`: the i.i.d. model g_ij ~ N(m, s2).
 * :func:`qk_logits`, :func:`random_qk_logits`: query-key logits beta (X W_Q)(X W_K)^T / sqrt(d_qk),

@@ -1,5 +1,7 @@
 """Attention masks and the directed graphs they define (Wu et al., 2024).
 
+Introduced in chapter "Masks are graphs" (book/08_masks_as_graphs.md).
+
 Convention: ``mask[i, j]`` is True iff token i may attend to token j.  As a graph, the mask has
 an edge j -> i for every allowed pair (information flows from the attended token j to token i);
 self-loops are included when the diagonal is allowed.  Graph properties are computed with

@@ -1,5 +1,7 @@
 """Measurements of tokens and attention matrices, batched over leading dimensions.
 
+Introduced in chapter "Rank collapse in attention" (book/intro.md).
+
 Stable rank has two definitions in the literature; every function and figure says which:
 
 * ``stable_rank(X)``            sr(X) = ||X||_F^2 / ||X||_2^2 = sum s_i^2 / s_1^2;

@@ -1,7 +1,9 @@
 """Token-wise normalisation: the LayerNorm and RMS operations, without affine parameters.
 
-Introduced in chapter "Rank collapse in depth" (book/05_depth.md).  ``X`` has shape (*batch, T, d),
-tokens as rows; every token is normalised over its d features, independently of the others.
+Introduced in chapter "Rank collapse in depth" (book/05_depth.md).
+
+``X`` has shape (*batch, T, d), tokens as rows; every token is normalised over its d features,
+independently of the others.
 """
 
 from __future__ import annotations

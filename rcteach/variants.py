@@ -1,6 +1,6 @@
 """Relatives of centred attention that move the outlier: differential attention.
 
-Introduced in the chapter *Centred attention* (``book/03_centred_attention.md``).
+Introduced in chapter "Centred attention" (book/03_centred_attention.md).
 
 Differential attention (Ye et al., the Diff Transformer) subtracts two softmax attention maps,
 D = A1 - lam A2.  Both are row-stochastic, so D 1 = (1 - lam) 1 exactly: the outlier moves from

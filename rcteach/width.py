@@ -1,6 +1,6 @@
 """Rank collapse in width: the stable rank of one attention layer's output A X0 W_V.
 
-Introduced in the chapter *Rank collapse in width* (``book/04_width.md``).
+Introduced in chapter "Rank collapse in width" (book/04_width.md).
 
 Model (Mind the Gap): X0 (T, d) has orthonormal rows, W_V (d, d) has i.i.d. N(0, 1) entries, so
 X0 W_V has exactly i.i.d. N(0, 1) entries; A is random attention, T x T.  The stable rank is
@@ -43,21 +43,8 @@ def width_dims(T, gamma) -> tuple[int, int]:
 
 
 @_deprecation.renamed_keywords(logits="attention")
-def width_stable_ranks(
-    T,
-    gamma,
-    s2=LN2,
-    *,
-    seeds=1,
-    centred=False,
-    gram=False,
-    attention="iid",
-    d_qk=64,
-    seed=None,
-    generator=None,
-    device=None,
-    dtype=None,
-) -> torch.Tensor:
+def width_stable_ranks(T, gamma, s2=LN2, *, seeds=1, centred=False, gram=False, attention="iid", d_qk=64, seed=None,
+                       generator=None, device=None, dtype=None) -> torch.Tensor:
     """Stable rank of one attention layer's output, A X0 W_V (or A_perp X0 W_V), over seeds.
 
     Parameters

@@ -1,12 +1,14 @@
 """The 128-layer masks-and-LayerNorm table of Wu et al. (2024), simulated with :func:`rcteach.propagate`.
 
-Introduced in chapter "LayerNorm" (book/10_layernorm.md).  Each layer is X' = normalise(dropout(A(X)) X W_V) with
-query-key softmax attention restricted to a mask, optional attention dropout, a fresh
-Haar-orthogonal W_V and fresh Gaussian W_Q, W_K per layer (``shared=True``: drawn once).
-:func:`layernorm_table` records mu(X_l) at chosen layers for every mask and summarises it over
-independent networks (``seeds``) as a tidy table (one row per mask and layer), the format of the
-authors' table (mean and standard deviation over runs); :func:`table_pattern` tests its qualitative pattern and
-:data:`PAPER_SETTING` is our reconstruction of the authors' setting (chapter "LayerNorm").
+Introduced in chapter "LayerNorm" (book/10_layernorm.md).
+
+Each layer is X' = normalise(dropout(A(X)) X W_V) with query-key softmax attention restricted to a
+mask, optional attention dropout, a fresh Haar-orthogonal W_V and fresh Gaussian W_Q, W_K per layer
+(``shared=True``: drawn once). :func:`layernorm_table` records mu(X_l) at chosen layers for every
+mask and summarises it over independent networks (``seeds``) as a tidy table (one row per mask and
+layer), the format of the authors' table (mean and standard deviation over runs);
+:func:`table_pattern` tests its qualitative pattern and :data:`PAPER_SETTING` is our reconstruction
+of the authors' setting (chapter "LayerNorm").
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """Rank collapse in depth: per-layer factors of mu^2 and of the norm.
 
-Introduced in chapters "Rank collapse in depth" (book/05_depth.md) and "Norms and gradients"
-(book/06_norms_gradients.md).
+Introduced in chapters "Rank collapse in depth" (book/05_depth.md) and "Norms and gradients" (book/06_norms_gradients.md).
 """
 
 from __future__ import annotations

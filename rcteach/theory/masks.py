@@ -1,7 +1,8 @@
 """Masks: consensus rates of uniform attention in closed form, and window hops.
 
-Introduced in chapter "Collapse under masks" (book/09_mask_collapse.md).  The exact rate of any mask
-is the numerical :func:`rcteach.masks.consensus_rate`.
+Introduced in chapter "Collapse under masks" (book/09_mask_collapse.md).
+
+The exact rate of any mask is the numerical :func:`rcteach.masks.consensus_rate`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """Spectra of softmax attention with i.i.d. logits: entries, norms, the outlier and the bulk.
 
-Introduced in chapters "Softmax attention at initialisation: the leading 1/T term"
-(book/01_leading_term.md), "The spectral gap" (book/02_spectral_gap.md) and "Centred attention"
-(book/03_centred_attention.md); :func:`model_bulk_logit_variance` in "Real transformers at
-initialisation" (book/12_real_transformers.md).
+Introduced in chapters "Softmax attention at initialisation: the leading 1/T term" (book/01_leading_term.md), "The spectral gap" (book/02_spectral_gap.md), "Centred attention" (book/03_centred_attention.md) and "Real transformers at initialisation" (book/12_real_transformers.md).
 """
 
 from __future__ import annotations
