@@ -162,3 +162,4 @@ class _CallableModule(types.ModuleType):
 
 
 sys.modules[__name__].__class__ = _CallableModule
+__getattr__ = _deprecation.moved_attributes(__name__, {"attention": "rcteach.attention:qk_attention"})

@@ -29,6 +29,9 @@ def test_attention_function_name():
         old = rcteach.attention(X, W_Q, W_K, beta=0.5)
     assert torch.equal(old, qk_attention(X, W_Q, W_K, beta=0.5))
     assert rcteach.attention.qk_attention is rcteach.qk_attention  # still the module
+    with pytest.deprecated_call(match="qk_attention"):
+        from rcteach.attention import attention
+    assert attention is qk_attention
 
 
 def test_width_logits_keyword():
