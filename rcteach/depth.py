@@ -21,8 +21,8 @@ from dataclasses import dataclass, replace
 import torch
 
 from . import _deprecation, _validate
-from .device import make_generator, resolve
 from .attention import ATTENTIONS  # noqa: F401 (re-exported: its home is rcteach.attention)
+from .device import make_generator, resolve
 from .layers import VALUES, LayerConfig, LayerWeights, draw_keep, draw_weights, forward  # noqa: F401 (VALUES)
 from .masks import check_mask
 from .metrics import mu_unchecked, squared_singular_values, stable_rank_from_squared
