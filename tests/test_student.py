@@ -24,7 +24,8 @@ def _solution_admonitions(text):
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=[p.stem for p in CHAPTERS])
 def test_chapter_solutions_are_collapsed(chapter):
-    """Every exercise solution is collapsed in the HTML: dropdown prose, hide-input code."""
+    """Every exercise solution is collapsed, in the HTML book (dropdown prose; ``hide-cell`` code:
+    input and outputs under one toggle) and in JupyterLab (input and outputs hidden until asked)."""
     nb = jupytext.read(chapter)
     text = chapter.read_text()
     if "## Exercises" not in text:
@@ -35,7 +36,8 @@ def test_chapter_solutions_are_collapsed(chapter):
     for title, option in admonitions:
         assert option.strip() == ":class: dropdown", title
     for cell in code:
-        assert "hide-input" in cell.metadata["tags"]
+        assert "hide-cell" in cell.metadata["tags"]
+        assert cell.metadata.get("jupyter") == {"source_hidden": True, "outputs_hidden": True}
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=[p.stem for p in CHAPTERS])
