@@ -25,7 +25,8 @@ def _solution_admonitions(text):
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=[p.stem for p in CHAPTERS])
 def test_chapter_solutions_are_collapsed(chapter):
     """Every exercise solution is collapsed, in the HTML book (dropdown prose; ``hide-cell`` code:
-    input and outputs under one toggle) and in JupyterLab (input and outputs hidden until asked)."""
+    input and outputs under one toggle) and in JupyterLab (code hidden until asked; there are no
+    outputs to hide until the cell runs, and running a cell shows its outputs)."""
     nb = jupytext.read(chapter)
     text = chapter.read_text()
     if "## Exercises" not in text:
@@ -37,7 +38,7 @@ def test_chapter_solutions_are_collapsed(chapter):
         assert option.strip() == ":class: dropdown", title
     for cell in code:
         assert "hide-cell" in cell.metadata["tags"]
-        assert cell.metadata.get("jupyter") == {"source_hidden": True, "outputs_hidden": True}
+        assert cell.metadata.get("jupyter") == {"source_hidden": True}
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=[p.stem for p in CHAPTERS])

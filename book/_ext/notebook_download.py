@@ -5,7 +5,7 @@ sphinx-book-theme's download menu lists ``.ipynb`` when the page context names a
 Colab, thebe) is configured, and this book has none.  This extension writes each MyST chapter,
 converted by jupytext, to ``_sources/<page>.ipynb`` and names it there.  The download is the clean
 chapter for students: no outputs (run it in JupyterLab), exercise solutions collapsed as in the
-book (dropdown admonitions, solution cells with their input and outputs hidden).
+book (dropdown admonitions, solution code hidden).
 """
 
 from __future__ import annotations
