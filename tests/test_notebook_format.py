@@ -9,7 +9,9 @@ clean for a student who opens, runs and saves a chapter.
 
 from __future__ import annotations
 
+import base64
 import copy
+import sys
 from pathlib import Path
 
 import jupytext
@@ -19,7 +21,8 @@ from jupyter_client.kernelspec import KernelSpecManager
 from jupytext.config import (JupytextConfiguration, find_jupytext_configuration_file,
                              load_jupytext_configuration_file)
 
-BOOK = Path(__file__).resolve().parents[1] / "book"
+ROOT = Path(__file__).resolve().parents[1]
+BOOK = ROOT / "book"
 CHAPTERS = sorted(BOOK.glob("*.md"))
 CONFIG = load_jupytext_configuration_file(find_jupytext_configuration_file(str(BOOK)))
 MAX_LINE = 100  # characters of a code line: wider lines scroll sideways in the book
@@ -70,3 +73,27 @@ def test_code_lines_fit_the_page(chapter):
             for i, cell in enumerate(notebook.cells) if cell.cell_type == "code"
             for line in cell.source.splitlines() if len(line) > MAX_LINE]
     assert not long, "\n".join(long)
+
+
+@pytest.mark.parametrize("path", sorted(p.relative_to(ROOT / "venv-config") for p in (ROOT / "venv-config").rglob("*")
+                                        if p.is_file()), ids=str)
+def test_the_venv_holds_the_project_settings(path):
+    """``make setup`` copied venv-config/ into the venv (JupyterLab and the kernels read them there)."""
+    installed = Path(sys.prefix) / path
+    assert installed.exists(), f"{installed} is missing: run make setup"
+    assert installed.read_bytes() == (ROOT / "venv-config" / path).read_bytes(), f"{installed} is outdated: run make setup"
+
+
+def test_kernels_draw_retina_figures():
+    """The venv's kernel config: inline figures as PNG at twice the resolution they are shown at."""
+    import nbclient
+
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import matplotlib.pyplot as plt\nfig, ax = plt.subplots(figsize=(4, 3), dpi=100)\nax.plot([0, 1])")])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbclient.NotebookClient(notebook, timeout=60).execute()
+    (figure,) = [o for o in notebook.cells[0].outputs if "image/png" in o.get("data", {})]
+    shown = figure.metadata["image/png"]["width"]
+    png = base64.b64decode(figure.data["image/png"])
+    width = int.from_bytes(png[16:20], "big")  # the IHDR chunk
+    assert width == 2 * shown
