@@ -193,7 +193,7 @@ def test_download_menu_and_collapsed_solutions_in_a_browser(built_book):
                 " const d = c.querySelector(':scope > details.hide');"
                 " return {toggle: !!d, open: !!(d && d.open), outputs: c.querySelectorAll('.cell_output').length,"
                 " inside: d ? d.querySelectorAll('.cell_output').length : 0,"
-                " shown: Array.from(c.querySelectorAll('.cell_output, .cell_input')).some(e => e.offsetParent !== null)}; })")
+                " shown: Array.from(c.querySelectorAll('.cell_output, .cell_input')).some(e => e.checkVisibility())}; })")
             for i, cell in enumerate(cells):
                 if not cell["toggle"] or cell["open"] or cell["outputs"] != cell["inside"] or cell["shown"]:
                     problems.append(f"{name}: solution cell {i} not collapsed with its outputs: {cell}")
