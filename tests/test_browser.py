@@ -200,7 +200,10 @@ def test_a_chapter_opens_as_a_notebook_with_solutions_collapsed_runs_and_saves_u
         hidden = page.evaluate(f"{_CURRENT}.content.widgets.filter(c => (c.model.getMetadata('tags') || [])"
                                ".includes('solution')).map(c => c.inputHidden)")
         assert hidden == [True] * n_solution_cells, f"solution cells (code hidden?): {hidden}"
-        assert not page.evaluate(f"{_CURRENT}.context.model.dirty"), "opening the chapter marked it modified"
+        dirty = page.evaluate(f"(async () => {{ const w = {_CURRENT}, k = w.sessionContext.session.kernel;"
+                              " await k.info; await k.spec; await new Promise(r => setTimeout(r, 1000));"
+                              " return w.context.model.dirty; })()")  # after the kernel's metadata writes
+        assert not dirty, "opening the chapter marked it modified"
         assert _close_asks_nothing(page), "closing the untouched chapter asked something"
 
         _open_by_double_click(page, CHAPTER)
