@@ -38,8 +38,9 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 
 # Settings copied into the venv (venv-config/ mirrors its layout): JupyterLab opens .md chapters as
 # notebooks on double-click (share/jupyter/lab/settings/overrides.json: the Jupytext Notebook
-# viewer), and kernels draw inline figures at retina resolution (etc/ipython/ipython_kernel_config.json),
-# in JupyterLab and in the book build alike.
+# viewer) and does not mark them modified on opening (etc/jupyter/jupyter_server_config.py), and
+# kernels draw inline figures at retina resolution (etc/ipython/ipython_kernel_config.json), in
+# JupyterLab and in the book build alike.
 $(VENV)/.configured: $(VENV)/.installed $(shell find venv-config -type f)
 	cp -R venv-config/. $(VENV)/
 	touch $@
