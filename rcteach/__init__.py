@@ -8,7 +8,7 @@ the CPU by default, and takes ``seed=`` or ``generator=`` wherever it draws rand
 
 from . import plotting, theory
 from .attention import ACTIVATIONS, LN2, attention, attention_map, centre, random_attention, uniform_attention
-from .checks import run_check, run_checks
+from .checks import check, run_check, run_checks
 from .depth import LayerGradients, Trajectory, propagate, weight_gradients
 from .device import default_device
 from .logits import leading_term, qk_logits, random_logits, random_qk_logits
@@ -39,6 +39,7 @@ __all__ = [
     "attention",
     "attention_map",
     "centre",
+    "check",
     "centre_eccentricity",
     "centre_nodes",
     "decay_rate",

@@ -322,3 +322,64 @@ def test_repr(results):
     assert repr(results[0]).endswith("-> PASS)")
     assert repr(results[1]).endswith("-> FAIL)")
     assert "predicted 0.0625" in repr(results[1])
+
+
+# -- rcteach.check: the one call for chapters --------------------------------------------------------
+
+@pytest.fixture
+def pair(throwaway):
+    """Two checks under one prefix: `-a` takes x and passes iff x == 1, `-b` takes y and fails unless y == 0."""
+    prefix = throwaway("pair")
+    register(f"{prefix}-a", claim="a", source="exact", tolerance_note="n", quick=dict(x=1))(
+        lambda *, x: Comparison(1.0, float(x), tolerance=0.1, relative=True))
+    register(f"{prefix}-b", claim="b", source="exact", tolerance_note="n", quick=dict(y=3))(
+        lambda *, y: Comparison(0.0, float(y), tolerance=0.5))
+    return prefix
+
+
+def test_check_returns_results_and_prints_text(pair, capsys):
+    results = rcteach.check(f"{pair}-a")
+    assert [r.check.name for r in results] == [f"{pair}-a"] and results[0].passed
+    out = capsys.readouterr().out
+    assert f"{pair}-a" in out and out.rstrip().endswith("1 passed, 0 failed")  # no IPython shell: the text table
+    assert rcteach.checks.check is rcteach.check
+
+
+def test_check_globs_deduplicate_and_keep_registry_order(pair, capsys):
+    results = rcteach.check(f"{pair}-a", f"{pair}-[ab]", y=0)
+    assert [r.check.name for r in results] == [f"{pair}-a", f"{pair}-b"]
+    assert results[1].setting == {"y": 0}  # an override reaches the checks that have the setting
+
+
+def test_check_raises_naming_each_failure(pair, capsys):
+    with pytest.raises(rcteach.checks.CheckFailed) as exc:
+        rcteach.check(f"{pair}-*", x=2)
+    assert isinstance(exc.value, AssertionError)
+    message = str(exc.value)
+    assert "2 check(s) failed" in message
+    assert f"{pair}-a: predicted 1, measured 2, tolerance 0.1 (rel)" in message
+    assert f"{pair}-b: predicted 0, measured 3, tolerance 0.5 (abs)" in message
+    assert [r.check.name for r in exc.value.results] == [f"{pair}-a", f"{pair}-b"]
+    assert capsys.readouterr().out.rstrip().endswith("0 passed, 2 failed")  # displayed before raising
+
+
+def test_check_displays_html_in_ipython(pair, monkeypatch):
+    IPython = pytest.importorskip("IPython")
+    shown = []
+    monkeypatch.setattr(IPython, "get_ipython", lambda: object())
+    monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
+    rcteach.check(f"{pair}-a")
+    assert len(shown) == 1 and shown[0].data.startswith("<table>") and f"{pair}-a" in shown[0].data
+
+
+def test_check_errors(pair):
+    with pytest.raises(ValueError, match="names"):
+        rcteach.check()
+    with pytest.raises(ValueError, match="matches no check"):
+        rcteach.check("zz-matches-nothing-*")
+    with pytest.raises(TypeError, match="names"):
+        rcteach.check(3)
+    with pytest.raises(ValueError, match="bogus"):
+        rcteach.check(f"{pair}-*", bogus=1)
+    with pytest.raises(ValueError, match="mode"):
+        rcteach.check(f"{pair}-a", mode="slow")

@@ -6,8 +6,10 @@ Importing this package registers every check; :func:`run_check` runs one by name
 from . import centring, depth, equilibria, gap, layernorm, leading_term, maps, mask_collapse, masks, models, spectra, width  # noqa: F401  (registration side effects)
 from .registry import (
     Check,
+    CheckFailed,
     CheckResult,
     Comparison,
+    check,
     register,
     registry,
     results_html,
@@ -16,4 +18,4 @@ from .registry import (
     run_checks,
 )
 
-__all__ = ["Check", "CheckResult", "Comparison", "register", "registry", "results_html", "results_table", "run_check", "run_checks"]
+__all__ = ["Check", "CheckFailed", "CheckResult", "Comparison", "check", "register", "registry", "results_html", "results_table", "run_check", "run_checks"]

@@ -21,7 +21,8 @@ import torch
 
 from .. import _validate
 
-__all__ = ["Comparison", "Check", "CheckResult", "register", "registry", "run_check", "run_checks", "MODES", "SOURCES"]
+__all__ = ["Comparison", "Check", "CheckResult", "CheckFailed", "check", "register", "registry", "run_check", "run_checks",
+           "MODES", "SOURCES"]
 
 MODES = ("quick", "full")
 SOURCES = ("paper", "derived", "exact")
@@ -176,6 +177,62 @@ def run_checks(mode: str = "quick", *, device=None, pattern: str = "*", progress
 
         names = tqdm(names, desc=f"theory checks ({mode})", unit="check")
     return [run_check(n, mode, device=device) for n in names]
+
+
+class CheckFailed(AssertionError):
+    """Raised by :func:`check` when a check fails; ``results`` holds the failing :class:`CheckResult` s."""
+
+    def __init__(self, results: list[CheckResult]):
+        self.results = list(results)
+        lines = [f"{r.check.name}: predicted {_fmt(_plain(r.comparison.prediction))}, measured "
+                 f"{_fmt(_plain(r.comparison.measured))}, tolerance {_fmt_tol(r.comparison)}" for r in self.results]
+        super().__init__(f"{len(lines)} check(s) failed:\n" + "\n".join(lines))
+
+
+def check(*names: str, mode: str = "quick", device=None, **overrides) -> list[CheckResult]:
+    """Run the named checks, display their results, and raise if any fails: the one call for chapters.
+
+    ``names`` are check names or glob patterns (``"ln-*"``), run in registry order of first match,
+    each at most once.  ``overrides`` set keyword settings of every selected check that has them (a
+    setting no selected check has is a ValueError).  In IPython the results table is displayed as
+    HTML, elsewhere printed as text.  Returns the list of :class:`CheckResult`; raises
+    :class:`CheckFailed` (an AssertionError) naming every failing check with its prediction,
+    measurement and tolerance, after displaying the table.
+    """
+    if not names:
+        raise ValueError("names: give at least one check name or glob pattern")
+    selected = []
+    for pattern in names:
+        if not isinstance(pattern, str):
+            raise TypeError(f"names: expected check names (str), got {type(pattern).__name__}")
+        matches = [n for n in _REGISTRY if fnmatch.fnmatch(n, pattern)]
+        if not matches:
+            raise ValueError(f"names: {pattern!r} matches no check; registered: {', '.join(_REGISTRY)}")
+        selected += [n for n in matches if n not in selected]
+    takes = {n: set(inspect.signature(_REGISTRY[n].func).parameters) for n in selected}
+    unused = set(overrides) - set().union(*takes.values())
+    if unused:
+        raise ValueError(f"no selected check has the setting(s) {sorted(unused)}")
+    results = [run_check(n, mode, device=device, **{k: v for k, v in overrides.items() if k in takes[n]})
+               for n in selected]
+    _display(results)
+    failed = [r for r in results if not r.passed]
+    if failed:
+        raise CheckFailed(failed)
+    return results
+
+
+def _display(results: list[CheckResult]) -> None:
+    """HTML in IPython (a notebook), the text table elsewhere."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import HTML, display
+    except ImportError:
+        get_ipython = None
+    if get_ipython is not None and get_ipython() is not None:
+        display(HTML(results_html(results)))
+    else:
+        print(results_table(results))
 
 
 # -- formatting ---------------------------------------------------------------------------------
