@@ -41,8 +41,12 @@ def bulk_median_modulus(*, T, seeds, s2=LN2, seed=3, device=None) -> Comparison:
     "sv-median",
     claim="the median singular value of A_perp is the quarter-circle median 0.808 sqrt(c/T)",
     source="derived",
-    tolerance_note=("relative 3%: finite-T deficit ~2.4% at T = 256, ~1.4% at T = 512, s2 = ln 2 (it grows with s2: "
-                    "heavy tails); quick mode runs T = 512, where the 8-seed mean spreads by ~0.3%"),
+    tolerance_note=("relative 2(1 + c)(1 + 2c)/T + 1%: a finite-T allowance plus ~3 standard errors of the 8-seed "
+                    "mean (which spreads by ~0.3%).  The deficit grows with s2 (heavy tails): measured ~2.4% at T = 256 "
+                    "and ~1.4% at T = 512 for s2 = ln 2, 3.6% at T = 512 for s2 = 1.  The allowance is 4 times the "
+                    "deficit that the next-order Frobenius norm of A_perp alone implies for a singular value, "
+                    "(1 + c)(1 + 2c)/(2T): 2.3% at T = 512, s2 = ln 2 (quick mode; at T = 256 the old 5% tolerance "
+                    "could not resolve a 5% error), 4.7% at s2 = 1"),
     mutants={**off_by(0.05), "the semicircle-edge scale 2 sqrt(c/T) taken for the median": lambda p, s: 2 * p / theory.QUARTER_CIRCLE_MEDIAN},
     quick=dict(T=512, seeds=8),
     full=dict(T=1024, seeds=8),
@@ -51,7 +55,9 @@ def sv_median(*, T, seeds, s2=LN2, seed=4, device=None) -> Comparison:
     A = random_attention(T, s2, batch=seeds, seed=seed, device=device, dtype=torch.float64)
     sv = torch.linalg.svdvals(centre(A))[..., :-1]  # (seeds, T - 1): the exact zero (A_perp 1 = 0) removed
     measured = sv.median(-1).values.mean().item()
-    return Comparison(prediction=theory.singular_value_median(T, s2), measured=measured, tolerance=0.03, relative=True)
+    c = theory.c(s2)
+    return Comparison(prediction=theory.singular_value_median(T, s2), measured=measured,
+                      tolerance=2 * (1 + c) * (1 + 2 * c) / T + 0.01, relative=True)
 
 
 @register(

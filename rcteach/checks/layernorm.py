@@ -7,7 +7,9 @@ import math
 import torch
 
 from ..layernorm import PAPER_SETTING, PUBLISHED_TABLE, layernorm_runs, table_pattern
-from ..theory import dropout_front_mu
+from ..masks import make_mask
+from ..metrics import decay_rate
+from ..theory import consensus_rate, dropout_front_mu
 from .registry import Comparison, off_by, register
 
 TABLE_LAYERS = (32, 64, 96, 128)
@@ -49,21 +51,29 @@ def ln_causal_collapses(*, T, d, depth, runs, norm="layernorm", seed=0, device=N
 
 
 @register(
-    "ln-sliding-slow",
-    claim=("The bidirectional sliding window (strongly connected, diameter ~T/w) has not collapsed after as many "
-           "layers as tokens: relative mu stays above 0.1"),
-    source="paper",
-    tolerance_note=("a pass/fail pattern: uniform attention on the window mixes diffusively, needing ~(T/w)^2 layers; "
-                    "at depth = T the measured relative mu is 0.3-0.6 over 20 seeds, far above the 0.1 threshold and "
-                    "far from the 1e-15 floor"),
-    mutants={"collapsed to the float floor": lambda p, s: False},
-    quick=dict(T=32, d=64, depth=32, runs=2, window=1),
-    full=dict(T=100, d=768, depth=128, runs=10, window=3),
+    "ln-sliding-rate",
+    claim=("With LayerNorm and orthogonal W_V, the bidirectional sliding window collapses slowly, at the consensus "
+           "rate of its row-normalised mask: mu / ||X||_F decays per layer by |lambda_2|, whose gap 1 - |lambda_2| "
+           "~ pi^2 w (w + 1) / (6 T^2) is diffusive (near consensus every row's logits are equal, so attention is "
+           "uniform on the window, and LayerNorm rescales all tokens alike)"),
+    source="derived",
+    tolerance_note=("relative 20% on the gap 1 - |lambda_2| (the measured gap is 1 - the mean over runs of the fitted "
+                    "per-layer factor from layer `start`).  At d = 64 attention is not yet uniform on the window and "
+                    "the fitted gap of one run scatters by ~10% (T = 32, w = 2: +1% and +11% for two runs; at "
+                    "d = 256 within 2%).  Relative to the factor itself the tolerance is 0.2%; it resolves ~25% of "
+                    "the gap, enough to reject a ballistic, an undirected or a collapsing rate"),
+    mutants={"w^2 for w (w + 1)": lambda p, s: p * s["window"] / (s["window"] + 1),
+             "the causal rate 1/2": lambda p, s: 0.5, "no collapse (gap 0)": lambda p, s: 0 * p,
+             "collapse in one layer (gap 1)": lambda p, s: 1.0},
+    quick=dict(T=32, d=64, depth=300, start=100, runs=4, window=2),
+    full=dict(T=32, d=256, depth=400, start=150, runs=4, window=2),
 )
-def ln_sliding_slow(*, T, d, depth, runs, window, norm="layernorm", seed=0, device=None) -> Comparison:
+def ln_sliding_rate(*, T, d, depth, start, runs, window, norm="layernorm", seed=0, device=None) -> Comparison:
     res = layernorm_runs(T=T, d=d, depth=depth, runs=runs, window=window, norm=norm, masks=("sliding",),
                          seed=seed, device=device)
-    return Comparison(prediction=True, measured=bool(res["relative"]["sliding"][-1].min() > 0.1))
+    rates = decay_rate(res["relative"]["sliding"].cpu(), start, floor=1e-12)  # (runs,)
+    prediction = 1.0 - consensus_rate(make_mask("sliding", T, window=window))
+    return Comparison(prediction=prediction, measured=1.0 - rates.mean().item(), tolerance=0.2, relative=True)
 
 
 @register(
@@ -150,7 +160,7 @@ def _published_causal() -> tuple[torch.Tensor, torch.Tensor]:
                     "is 128 (tolerance 7.4 on a mean of 92), so the check resolves ~8-10% on the predicted means "
                     "and a dropout rate off by ~10% (it passes only for p in [0.09, 0.11]); without dropout the "
                     "prediction is 0 (collapse), 3 to 8 std away"),
-    mutants={**off_by(0.12), "dropout 0.08": lambda p, s: _causal_column(0.08)[0],
+    mutants={**off_by(0.08), "dropout 0.08": lambda p, s: _causal_column(0.08)[0],
              "dropout 0.12": lambda p, s: _causal_column(0.12)[0], "no dropout: collapse": lambda p, s: 0 * p},
     quick=dict(dropout=PAPER_SETTING["dropout"]),
 )
