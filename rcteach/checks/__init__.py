@@ -11,6 +11,8 @@ from .registry import (
     Comparison,
     check,
     register,
+    mutants_table,
+    off_by,
     registry,
     results_html,
     results_table,
@@ -18,4 +20,4 @@ from .registry import (
     run_checks,
 )
 
-__all__ = ["Check", "CheckFailed", "CheckResult", "Comparison", "check", "register", "registry", "results_html", "results_table", "run_check", "run_checks"]
+__all__ = ["Check", "CheckFailed", "CheckResult", "Comparison", "check", "mutants_table", "off_by", "register", "registry", "results_html", "results_table", "run_check", "run_checks"]
