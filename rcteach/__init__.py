@@ -8,7 +8,7 @@ the CPU by default, and takes ``seed=`` or ``generator=`` wherever it draws rand
 
 from . import plotting, theory
 from .attention import attention_map, centre, qk_attention, random_attention, uniform_attention
-from .checks import run_check, run_checks
+from .checks import check, run_check, run_checks
 from .depth import LayerGradients, Trajectory, propagate, weight_gradients
 from .device import default_device
 from .layers import LayerConfig, layer
@@ -42,6 +42,7 @@ __all__ = [
     "Trajectory",
     "attention_map",
     "centre",
+    "check",
     "centre_eccentricity",
     "centre_nodes",
     "consensus_rate",

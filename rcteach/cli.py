@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from .checks import results_table, run_checks
+from .checks import mutants_table, results_table, run_checks
 from .device import resolve
 
 
@@ -17,9 +17,12 @@ def _check(args) -> int:
         json.dump([r.as_dict() for r in results], sys.stdout, indent=2)
         print()
     else:
-        print(f"theory checks, {args.mode} mode, device {device}")
-        print(results_table(results))
-    return 0 if all(r.passed for r in results) else 1
+        print(f"theory checks, {args.mode} mode, device {device}" + (", mutants" if args.mutants else ""))
+        print(mutants_table(results) if args.mutants else results_table(results))
+    passed = all(r.passed for r in results)
+    if args.mutants:  # a mutant run also needs the checks themselves to pass
+        passed = passed and all(m["killed"] for r in results for m in r.mutants)
+    return 0 if passed else 1
 
 
 def _bench(args) -> int:
@@ -49,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--device", default=None, help="torch device (default: $RCTEACH_DEVICE, else cuda if available, else cpu)")
     check.add_argument("--json", action="store_true", help="print the results as JSON")
     check.add_argument("-k", default="*", metavar="GLOB", help="run only the checks whose name matches GLOB")
+    check.add_argument("--mutants", action="store_true",
+                       help="also test each check against its mutants (named wrong predictions); exit 1 if any survives")
 
     bench = sub.add_parser("bench", help="time rcteach against the bare torch kernels (see rcteach.bench)")
     preset = bench.add_mutually_exclusive_group()

@@ -13,6 +13,8 @@ from rcteach.checks import (
     Check,
     CheckResult,
     Comparison,
+    mutants_table,
+    off_by,
     register,
     registry,
     results_html,
@@ -20,7 +22,8 @@ from rcteach.checks import (
     run_check,
     run_checks,
 )
-registry_module = importlib.import_module("rcteach.checks.registry")  # the package's `registry` is the function
+registry_module = importlib.import_module("rcteach.checks.registry")
+ONE_OFF = {"one off": lambda p, s: p + 1}  # a mutant for the throwaway numeric checks
 
 FOUNDATION_CHECKS = ["mask-connectivity", "causal-centre", "sliding-diameter", "row-stochastic", "outlier-one",
                      "bulk-radius", "centring-swaps-outlier"]
@@ -139,7 +142,7 @@ def test_registry_returns_a_copy(throwaway):
 def test_register_records_the_check(throwaway):
     name = throwaway()
 
-    @register(name, claim="two is two", source="exact", tolerance_note="exact", quick=dict(x=2), full=dict(x=3))
+    @register(name, claim="two is two", source="exact", tolerance_note="exact", mutants=ONE_OFF, quick=dict(x=2), full=dict(x=3))
     def f(*, x):
         return Comparison(2, x)
 
@@ -152,18 +155,18 @@ def test_register_records_the_check(throwaway):
 
 def test_register_rejects_duplicates(throwaway):
     name = throwaway()
-    register(name, claim="a", source="derived", tolerance_note="n")(lambda: Comparison(0, 0))
+    register(name, claim="a", source="derived", tolerance_note="n", mutants=ONE_OFF)(lambda: Comparison(0, 0))
     original = registry()[name]
     with pytest.raises(ValueError, match=name):
-        register(name, claim="b", source="derived", tolerance_note="n")(lambda: Comparison(0, 1))
+        register(name, claim="b", source="derived", tolerance_note="n", mutants=ONE_OFF)(lambda: Comparison(0, 1))
     assert registry()[name] is original
     with pytest.raises(ValueError, match="already registered"):
-        register("row-stochastic", claim="b", source="exact", tolerance_note="n")(lambda: Comparison(0, 1))
+        register("row-stochastic", claim="b", source="exact", tolerance_note="n", mutants=ONE_OFF)(lambda: Comparison(0, 1))
 
 
 def test_register_rejects_unknown_source(throwaway):
     with pytest.raises(ValueError, match="source"):
-        register(throwaway(), claim="a", source="folklore", tolerance_note="n")
+        register(throwaway(), claim="a", source="folklore", tolerance_note="n", mutants=ONE_OFF)
     assert not any(n.startswith("zz-unit-test") for n in registry())
 
 
@@ -180,7 +183,7 @@ def echo(throwaway):
     name = throwaway("echo")
     calls = []
 
-    @register(name, claim="x is one", source="derived", tolerance_note="exact",
+    @register(name, claim="x is one", source="derived", tolerance_note="exact", mutants=ONE_OFF,
               quick=dict(x=1, y=2), full=dict(y=20))
     def f(*, x, y, z=5, device=None):
         calls.append(dict(x=x, y=y, z=z, device=device, grad=torch.is_grad_enabled()))
@@ -224,7 +227,7 @@ def test_run_check_passes_the_device(echo, throwaway):
     run_check(name, device="cpu")
     assert calls[-1]["device"] == torch.device("cpu")
     plain = throwaway("nodevice")
-    register(plain, claim="c", source="exact", tolerance_note="n")(lambda: Comparison(0, 0))
+    register(plain, claim="c", source="exact", tolerance_note="n", mutants=ONE_OFF)(lambda: Comparison(0, 0))
     assert run_check(plain, device="cpu").setting == {}  # dropped for checks that do not simulate
 
 
@@ -241,7 +244,7 @@ def test_run_check_errors(echo):
 def test_run_checks_by_pattern(throwaway):
     prefix = throwaway("group")
     for i, measured in enumerate((0, 0, 1)):
-        register(f"{prefix}-{i}", claim="c", source="exact", tolerance_note="n")(lambda m=measured: Comparison(0, m))
+        register(f"{prefix}-{i}", claim="c", source="exact", tolerance_note="n", mutants=ONE_OFF)(lambda m=measured: Comparison(0, m))
     results = run_checks(pattern=f"{prefix}-*")
     assert [r.check.name for r in results] == [f"{prefix}-{i}" for i in range(3)]
     assert [r.passed for r in results] == [True, True, False]
@@ -270,9 +273,9 @@ def test_foundation_spectra_checks_pass_small():
 @pytest.fixture
 def results(throwaway):
     good, bad = throwaway("good"), throwaway("bad")
-    register(good, claim="c <good> & fine", source="exact", tolerance_note="n", quick=dict(T=4))(
+    register(good, claim="c <good> & fine", source="exact", tolerance_note="n", mutants=ONE_OFF, quick=dict(T=4))(
         lambda *, T: Comparison(0.0, 1e-12, tolerance=1e-10))
-    register(bad, claim="c", source="paper", tolerance_note="n")(
+    register(bad, claim="c", source="paper", tolerance_note="n", mutants=ONE_OFF)(
         lambda *, device=None: Comparison(0.0625, 0.07, tolerance=0.05, relative=True))
     return [run_check(good), run_check(bad, device="cpu")]
 
@@ -281,13 +284,15 @@ def test_results_table(results):
     table = results_table(results)
     lines = table.splitlines()
     assert lines[-1] == "1 passed, 1 failed"
-    assert lines[0].split() == ["check", "source", "setting", "predicted", "measured", "tolerance", "result"]
+    assert lines[0].split() == ["check", "source", "setting", "predicted", "measured", "tolerance", "resolves", "result"]
     assert set(lines[1]) <= {"-", " "}
     assert results[0].check.name in lines[2] and lines[2].rstrip().endswith("PASS")
     assert results[1].check.name in lines[3] and lines[3].rstrip().endswith("FAIL")
     assert "T=4" in lines[2]
     assert "device" not in lines[3]  # the device is not a setting worth a column
     assert "(rel)" in lines[3] and "(abs)" in lines[2]
+    assert " - " in lines[2]  # a zero prediction: no relative resolution
+    assert "17.9%" in lines[3]  # factors x with 0.0625 x passing against 0.07 lie in [1.067, 1.179]
     assert results_table([]).splitlines()[-1] == "0 passed, 0 failed"
     assert results_table(results[:1] * 3).endswith("3 passed, 0 failed")
 
@@ -303,7 +308,8 @@ def test_results_html_escapes(results):
 def test_as_dict_is_json(results):
     d = results[1].as_dict()
     assert set(d) == {"name", "claim", "source", "setting", "prediction", "measured", "tolerance", "relative",
-                      "tolerance_note", "passed", "seconds"}
+                      "tolerance_note", "passed", "seconds", "resolves", "mutants"}
+    assert d["mutants"] == [{"name": "one off", "killed": True}]
     assert d["setting"] == {"device": "cpu"}
     assert d["passed"] is False and d["relative"] is True
     assert json.loads(json.dumps([r.as_dict() for r in results]))[0]["passed"] is True
@@ -311,7 +317,7 @@ def test_as_dict_is_json(results):
 
 def test_as_dict_plain_values(throwaway):
     name = throwaway()
-    register(name, claim="c", source="exact", tolerance_note="n")(
+    register(name, claim="c", source="exact", tolerance_note="n", mutants=ONE_OFF)(
         lambda: Comparison(torch.tensor(1.0), torch.tensor([1.0, 2.0])[0]))
     d = run_check(name).as_dict()
     assert d["prediction"] == 1.0 and d["measured"] == 1.0
@@ -322,3 +328,152 @@ def test_repr(results):
     assert repr(results[0]).endswith("-> PASS)")
     assert repr(results[1]).endswith("-> FAIL)")
     assert "predicted 0.0625" in repr(results[1])
+
+
+# -- rcteach.check: the one call for chapters --------------------------------------------------------
+
+@pytest.fixture
+def pair(throwaway):
+    """Two checks under one prefix: `-a` takes x and passes iff x == 1, `-b` takes y and fails unless y == 0."""
+    prefix = throwaway("pair")
+    register(f"{prefix}-a", claim="a", source="exact", tolerance_note="n", mutants=ONE_OFF, quick=dict(x=1))(
+        lambda *, x: Comparison(1.0, float(x), tolerance=0.1, relative=True))
+    register(f"{prefix}-b", claim="b", source="exact", tolerance_note="n", mutants=ONE_OFF, quick=dict(y=3))(
+        lambda *, y: Comparison(0.0, float(y), tolerance=0.5))
+    return prefix
+
+
+def test_check_returns_results_and_prints_text(pair, capsys):
+    results = rcteach.check(f"{pair}-a")
+    assert [r.check.name for r in results] == [f"{pair}-a"] and results[0].passed
+    out = capsys.readouterr().out
+    assert f"{pair}-a" in out and out.rstrip().endswith("1 passed, 0 failed")  # no IPython shell: the text table
+    assert rcteach.checks.check is rcteach.check
+
+
+def test_check_globs_deduplicate_and_keep_registry_order(pair, capsys):
+    results = rcteach.check(f"{pair}-a", f"{pair}-[ab]", y=0)
+    assert [r.check.name for r in results] == [f"{pair}-a", f"{pair}-b"]
+    assert results[1].setting == {"y": 0}  # an override reaches the checks that have the setting
+
+
+def test_check_raises_naming_each_failure(pair, capsys):
+    with pytest.raises(rcteach.checks.CheckFailed) as exc:
+        rcteach.check(f"{pair}-*", x=2)
+    assert isinstance(exc.value, AssertionError)
+    message = str(exc.value)
+    assert "2 check(s) failed" in message
+    assert f"{pair}-a: predicted 1, measured 2, tolerance 0.1 (rel)" in message
+    assert f"{pair}-b: predicted 0, measured 3, tolerance 0.5 (abs)" in message
+    assert [r.check.name for r in exc.value.results] == [f"{pair}-a", f"{pair}-b"]
+    assert capsys.readouterr().out.rstrip().endswith("0 passed, 2 failed")  # displayed before raising
+
+
+def test_check_displays_html_in_ipython(pair, monkeypatch):
+    IPython = pytest.importorskip("IPython")
+    shown = []
+    monkeypatch.setattr(IPython, "get_ipython", lambda: object())
+    monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
+    rcteach.check(f"{pair}-a")
+    assert len(shown) == 1 and shown[0].data.startswith("<table>") and f"{pair}-a" in shown[0].data
+
+
+def test_check_errors(pair):
+    with pytest.raises(ValueError, match="names"):
+        rcteach.check()
+    with pytest.raises(ValueError, match="matches no check"):
+        rcteach.check("zz-matches-nothing-*")
+    with pytest.raises(TypeError, match="names"):
+        rcteach.check(3)
+    with pytest.raises(ValueError, match="bogus"):
+        rcteach.check(f"{pair}-*", bogus=1)
+    with pytest.raises(ValueError, match="mode"):
+        rcteach.check(f"{pair}-a", mode="slow")
+
+
+# -- resolves: the smallest relative error a comparison detects -------------------------------------
+
+@pytest.mark.parametrize(
+    "comparison, expected",
+    [
+        (Comparison(1.0, 1.0, tolerance=0.05, relative=True), 0.05 / 0.95),  # perfect measurement: t / (1 - t)
+        (Comparison(2.0, 2.0, tolerance=0.1), 0.05),  # absolute 0.1 on 2: 5% either way
+        (Comparison(-2.0, -2.0, tolerance=0.1), 0.05),  # the sign of the prediction does not matter
+        (Comparison(1.0, 1.02, tolerance=0.05, relative=True), 1.02 / 0.95 - 1),  # a bias widens one side
+        (Comparison(1.0, 0.98, tolerance=0.05, relative=True), 1 - 0.98 / 1.05),
+        (Comparison(1.0, 1.2, tolerance=0.05, relative=True), 1.2 / 0.95 - 1),  # a failing comparison too
+        (Comparison(1.0, 1.0, tolerance=1.0, relative=True), math.inf),  # a 100% tolerance detects nothing
+        (Comparison(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0]), tolerance=torch.tensor([0.1, 0.1])), 0.05),
+    ],
+)
+def test_resolves(comparison, expected):
+    assert comparison.resolves == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("e", [0.01, 0.049, 0.051, 0.2])
+def test_resolves_is_the_threshold_of_scaled_predictions(e):
+    c = Comparison(1.0, 1.01, tolerance=0.03, relative=True)
+    detects = all(not Comparison(p, c.measured, c.tolerance, True).passed for p in (1 + e, 1 - e))
+    assert detects == (e > c.resolves)
+
+
+def test_resolves_undefined():
+    assert Comparison(0.0, 1e-16, tolerance=1e-10).resolves is None  # a deviation compared with 0
+    assert Comparison((1, 2), (1, 2)).resolves is None
+    assert Comparison(1.0, math.nan, tolerance=0.1).resolves is None
+
+
+def test_tensor_comparisons_are_element_by_element():
+    p = torch.tensor([1.0, 10.0])
+    assert Comparison(p, torch.tensor([1.05, 10.5]), tolerance=0.06, relative=True).passed
+    assert not Comparison(p, torch.tensor([1.05, 10.7]), tolerance=0.06, relative=True).passed
+    assert Comparison(p, torch.tensor([1.5, 10.1]), tolerance=torch.tensor([0.6, 0.2])).passed  # per-element tolerance
+    assert not Comparison(p, torch.tensor([1.0, math.nan]), tolerance=1.0).passed
+
+
+# -- mutants ----------------------------------------------------------------------------------------
+
+def test_register_requires_mutants(throwaway):
+    with pytest.raises(ValueError, match="mutant"):
+        register(throwaway(), claim="a", source="exact", tolerance_note="n", mutants={})
+    with pytest.raises(TypeError, match="mutants"):
+        register(throwaway(), claim="a", source="exact", tolerance_note="n", mutants={"x": 3})
+    with pytest.raises(TypeError):
+        register(throwaway(), claim="a", source="exact", tolerance_note="n")  # the keyword is required
+    assert "reconstruction" in registry_module.SOURCES
+
+
+def test_off_by():
+    m = off_by(0.05)
+    assert set(m) == {"5% high", "5% low"}
+    assert m["5% high"](2.0, {}) == pytest.approx(2.1) and m["5% low"](2.0, {}) == pytest.approx(1.9)
+
+
+def test_mutants_killed_and_survived(throwaway):
+    name = throwaway("mut")
+    register(name, claim="c", source="derived", tolerance_note="n", quick=dict(T=4),
+             mutants={**off_by(0.05), "T-fold": lambda p, s: p * s["T"]})(
+        lambda *, T: Comparison(1.0, 1.01, tolerance=0.03, relative=True))
+    r = run_check(name)
+    assert r.mutants == [{"name": "5% high", "killed": True}, {"name": "5% low", "killed": True},
+                         {"name": "T-fold", "killed": True}]
+    wide = throwaway("wide")
+    register(wide, claim="c", source="derived", tolerance_note="n", mutants=off_by(0.05))(
+        lambda: Comparison(1.0, 1.0, tolerance=0.1, relative=True))
+    assert [m["killed"] for m in run_check(wide).mutants] == [False, False]
+    report = mutants_table([r, run_check(wide)])
+    assert "SURVIVED  5% high" in report and "killed    T-fold" in report
+    assert report.splitlines()[-1] == "3 of 5 mutants killed, 2 survived; 0 check(s) failed"
+
+
+def test_every_registered_check_declares_a_mutant_and_an_honest_source():
+    for check in registry().values():
+        assert check.mutants, check.name
+        assert check.source in ("paper", "derived", "reconstruction", "exact"), check.name
+
+
+def test_quick_mode_kills_every_mutant():
+    """CI runs the mutant mode: every check passes in quick mode and rejects each of its mutants."""
+    from rcteach.cli import main
+
+    assert main(["check", "--mutants", "--json", "--device", "cpu"]) == 0

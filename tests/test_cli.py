@@ -15,6 +15,7 @@ from rcteach.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
 registry_module = importlib.import_module("rcteach.checks.registry")
+ONE_OFF = {"one off": lambda p, s: p + 1}  # a mutant for the throwaway numeric checks
 
 
 @pytest.fixture
@@ -23,7 +24,7 @@ def temporary_checks():
     prefix = f"zz-cli-test-{uuid.uuid4().hex[:8]}"
 
     def add(suffix, measured):
-        register(f"{prefix}-{suffix}", claim=f"{suffix} claim", source="exact", tolerance_note="n")(
+        register(f"{prefix}-{suffix}", claim=f"{suffix} claim", source="exact", tolerance_note="n", mutants=ONE_OFF)(
             lambda: Comparison(prediction=0.0, measured=measured, tolerance=1e-10))
 
     yield prefix, add
@@ -90,6 +91,23 @@ def test_failing_check_json(temporary_checks, capsys):
     assert main(["check", "--json", "-k", f"{prefix}-*"]) == 1
     results = json.loads(capsys.readouterr().out)
     assert [(r["name"], r["passed"]) for r in results] == [(f"{prefix}-bad", False)]
+
+
+def test_mutants_exit_one_when_one_survives(temporary_checks, capsys):
+    prefix, add = temporary_checks
+    add("ok", 0.0)
+    assert main(["check", "--mutants", "-k", f"{prefix}-*"]) == 0
+    out = capsys.readouterr().out
+    assert "quick mode, device" in out and ", mutants" in out and "killed    one off" in out
+    register(f"{prefix}-weak", claim="c", source="derived", tolerance_note="n", mutants={"1% high": lambda p, s: 1.01 * p})(
+        lambda: Comparison(prediction=1.0, measured=1.0, tolerance=0.1, relative=True))
+    assert main(["check", "-k", f"{prefix}-*"]) == 0  # without --mutants a surviving mutant does not matter
+    assert main(["check", "--mutants", "-k", f"{prefix}-*"]) == 1
+    assert "SURVIVED  1% high" in capsys.readouterr().out
+    assert main(["check", "--mutants", "--json", "-k", f"{prefix}-weak"]) == 1
+    (result,) = json.loads(capsys.readouterr().out)
+    assert result["mutants"] == [{"name": "1% high", "killed": False}] and result["passed"] is True
+    assert result["resolves"] == pytest.approx(0.1 / 0.9)
 
 
 def test_cli_errors():

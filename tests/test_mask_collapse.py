@@ -114,6 +114,14 @@ def test_consensus_rate_is_the_simulated_rate():
     assert torch.allclose(decay_rate(mu, 40, floor=1e-12), torch.tensor(consensus_rate(mask), dtype=torch.float64), atol=1e-6)
 
 
+def test_uniform_complete_attention_collapses_in_one_layer():
+    # A = 11^T/T makes every token the mean token (was the check consensus-complete-one-step: a unit fact of
+    # propagate, not a theory check)
+    X0 = rcteach.orthonormal_tokens(64, 64, batch=4, seed=0)
+    mu = rcteach.propagate(X0, 1, attention="qk", beta=0.0, mask=make_mask("complete", 64), values="orthogonal", seed=1).mu
+    assert (mu[1] / mu[0]).max() < 1e-12
+
+
 def test_sliding_consensus_rate_leading_order():
     for T, w in ((64, 1), (128, 2), (256, 4)):
         exact_gap = 1 - consensus_rate(make_mask("sliding", T, window=w))
@@ -174,7 +182,6 @@ def test_draw_mask_errors():
 
 # -- checks ---------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["sliding-causal-eccentricity", "consensus-complete-one-step", "sliding-rate-diffusive",
-                                  "consensus-rate-causal"])
+@pytest.mark.parametrize("name", ["sliding-causal-eccentricity", "sliding-rate-diffusive", "consensus-rate-causal"])
 def test_cheap_checks_pass(name):
     assert rcteach.run_check(name).passed

@@ -6,9 +6,13 @@ Importing this package registers every check; :func:`run_check` runs one by name
 from . import centring, depth, equilibria, gap, layernorm, leading_term, maps, mask_collapse, masks, models, spectra, width  # noqa: F401  (registration side effects)
 from .registry import (
     Check,
+    CheckFailed,
     CheckResult,
     Comparison,
+    check,
     register,
+    mutants_table,
+    off_by,
     registry,
     results_html,
     results_table,
@@ -16,4 +20,4 @@ from .registry import (
     run_checks,
 )
 
-__all__ = ["Check", "CheckResult", "Comparison", "register", "registry", "results_html", "results_table", "run_check", "run_checks"]
+__all__ = ["Check", "CheckFailed", "CheckResult", "Comparison", "check", "mutants_table", "off_by", "register", "registry", "results_html", "results_table", "run_check", "run_checks"]

@@ -18,6 +18,7 @@ NEWTON = ("Newton's method on the product of spheres converges quadratically: re
     claim="In the N = d = 2 causal example, the orthogonal configuration (e1, e2) is an exact fixed point of the LN layer map",
     source="exact",
     tolerance_note="exact arithmetic gives 0; float64 evaluation of softmax and normalisation errs by ~1e-16",
+    mutants={"a slow drift: the layer moves (e1, e2) by 1e-8": lambda p, s: 1e-8},
     quick=dict(),
 )
 def equilibrium_fixed_point() -> Comparison:
@@ -33,6 +34,7 @@ def equilibrium_fixed_point() -> Comparison:
            "spectral radius 1/2 (token 1: the eigenvalue ratio 1/2 of W_V; token 2: 0 by design)"),
     source="derived",
     tolerance_note="autograd Jacobian and a 2x2 eigenvalue problem in float64: error ~1e-15; 1e-10 leaves margin",
+    mutants={"neutral (radius 1)": lambda p, s: 1.0, "the squared ratio 1/4": lambda p, s: p ** 2},
     quick=dict(),
 )
 def equilibrium_stable() -> Comparison:
@@ -53,6 +55,7 @@ def equilibrium_stable() -> Comparison:
                     "to within 1e-8 after `steps` layers (linear stability predicts a return rate ~radius^steps).  eps is a "
                     "setting, not slack: the Jacobian is non-normal and the basins shrink with N (N = 5, X = I: all of 64 "
                     "perturbations of 1e-6 return, 77% of 1e-4; at N = 6 one of 64 perturbations of 1e-6 escaped)"),
+    mutants={"the full-rank state is unstable": lambda p, s: p[:-1], "only consensus (rank 1) is stable": lambda p, s: p[:1]},
     quick=dict(N=4, perturbations=8, eps=1e-6, steps=300),
     full=dict(N=5, perturbations=64, eps=1e-6, steps=600),
 )
@@ -79,6 +82,7 @@ def equilibria_every_rank(*, N, perturbations, eps, steps, q=0.8, seed=0) -> Com
            "later ones"),
     source="derived",
     tolerance_note="autograd Jacobian and an eigenvalue problem of size N(N-1) in float64: error ~1e-15; 1e-10 leaves margin",
+    mutants={"radius q^2": lambda p, s: p ** 2, "radius 1/2 (the N = 2 example's)": lambda p, s: 0.5},
     quick=dict(N=5, q=0.8),
     full=dict(N=8, q=0.5),
 )

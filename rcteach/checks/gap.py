@@ -17,54 +17,65 @@ from ..attention import attention_map, centre, random_attention
 from ..logits import random_qk_logits
 from ..metrics import spectral_gap, spectrum
 from ..theory import LN2
-from .registry import Comparison, register
+from .registry import Comparison, off_by, register
 
 
 @register(
     "bulk-median-modulus",
     claim="the bulk eigenvalues fill their disc uniformly: median modulus sqrt(c/(2T))",
     source="derived",
-    tolerance_note=("relative 7%: the median modulus sits below the prediction by a finite-T deficit that "
-                    "shrinks like 1/T (~6% at T = 128, ~3% at T = 256, s2 = ln 2); the 8-seed mean spreads by ~0.5%"),
-    quick=dict(T=256, seeds=8),
+    tolerance_note=("relative 3%: the median modulus sits below the prediction by a finite-T deficit that "
+                    "shrinks like 1/T (4.3%, 2.4%, 1.5% at T = 128, 256, 512, s2 = ln 2, 16 seeds); quick mode runs "
+                    "T = 512, where the 4-seed mean spreads by ~0.4%"),
+    mutants={**off_by(0.05), "the radius sqrt(c/T) taken for the median": lambda p, s: p * 2 ** 0.5},
+    quick=dict(T=512, seeds=4),
     full=dict(T=1024, seeds=8),
 )
 def bulk_median_modulus(*, T, seeds, s2=LN2, seed=3, device=None) -> Comparison:
     A = random_attention(T, s2, batch=seeds, seed=seed, device=device, dtype=torch.float64)
     bulk = spectrum(A)[..., 1:].abs()  # (seeds, T - 1): the outlier removed
     measured = bulk.median(-1).values.mean().item()
-    return Comparison(prediction=theory.eigenvalue_median_modulus(T, s2), measured=measured, tolerance=0.07, relative=True)
+    return Comparison(prediction=theory.eigenvalue_median_modulus(T, s2), measured=measured, tolerance=0.03, relative=True)
 
 
 @register(
     "sv-median",
     claim="the median singular value of A_perp is the quarter-circle median 0.808 sqrt(c/T)",
     source="derived",
-    tolerance_note=("relative 5%: finite-T deficit ~2.4% at T = 256, s2 = ln 2 (it grows with s2: heavy "
-                    "tails); the 8-seed mean spreads by ~0.4%"),
-    quick=dict(T=256, seeds=8),
+    tolerance_note=("relative 2(1 + c)(1 + 2c)/T + 1%: a finite-T allowance plus ~3 standard errors of the 8-seed "
+                    "mean (which spreads by ~0.3%).  The deficit grows with s2 (heavy tails): measured ~2.4% at T = 256 "
+                    "and ~1.4% at T = 512 for s2 = ln 2, 3.6% at T = 512 for s2 = 1.  The allowance is 4 times the "
+                    "deficit that the next-order Frobenius norm of A_perp alone implies for a singular value, "
+                    "(1 + c)(1 + 2c)/(2T): 2.3% at T = 512, s2 = ln 2 (quick mode; at T = 256 the old 5% tolerance "
+                    "could not resolve a 5% error), 4.7% at s2 = 1"),
+    mutants={**off_by(0.05), "the semicircle-edge scale 2 sqrt(c/T) taken for the median": lambda p, s: 2 * p / theory.QUARTER_CIRCLE_MEDIAN},
+    quick=dict(T=512, seeds=8),
     full=dict(T=1024, seeds=8),
 )
 def sv_median(*, T, seeds, s2=LN2, seed=4, device=None) -> Comparison:
     A = random_attention(T, s2, batch=seeds, seed=seed, device=device, dtype=torch.float64)
     sv = torch.linalg.svdvals(centre(A))[..., :-1]  # (seeds, T - 1): the exact zero (A_perp 1 = 0) removed
     measured = sv.median(-1).values.mean().item()
-    return Comparison(prediction=theory.singular_value_median(T, s2), measured=measured, tolerance=0.05, relative=True)
+    c = theory.c(s2)
+    return Comparison(prediction=theory.singular_value_median(T, s2), measured=measured,
+                      tolerance=2 * (1 + c) * (1 + 2 * c) / T + 0.01, relative=True)
 
 
 @register(
     "sv-edge-light-tails",
     claim="for light tails (s2 = 0.25) the largest singular value of A_perp is at the quarter-circle edge 2 sqrt(c/T)",
     source="derived",
-    tolerance_note=("relative 4%, valid only for small s2: one seed spreads by ~1.5% at T = 256; at s2 >= 1 "
-                    "the largest entry dominates and sigma_max is 10-50% above the edge (see the chapter)"),
+    tolerance_note=("relative 3.5%, valid only for small s2: one seed spreads by ~1.5% at T = 256 (0.5% on the "
+                    "8-seed mean) and the mean sits ~1% below the edge; at s2 >= 1 the largest entry dominates and "
+                    "sigma_max is 10-50% above the edge (see the chapter)"),
+    mutants={**off_by(0.05), "the eigenvalue radius sqrt(c/T) taken for the edge": lambda p, s: p / 2},
     quick=dict(T=256, seeds=8),
     full=dict(T=1024, seeds=8),
 )
 def sv_edge_light_tails(*, T, seeds, s2=0.25, seed=5, device=None) -> Comparison:
     A = random_attention(T, s2, batch=seeds, seed=seed, device=device, dtype=torch.float64)
     measured = torch.linalg.svdvals(centre(A))[..., 0].mean().item()
-    return Comparison(prediction=theory.singular_value_edge(T, s2), measured=measured, tolerance=0.04, relative=True)
+    return Comparison(prediction=theory.singular_value_edge(T, s2), measured=measured, tolerance=0.035, relative=True)
 
 
 def _qk_setting(T, d, d_qk, s2, seeds, seed, device):
@@ -79,26 +90,32 @@ def _qk_setting(T, d, d_qk, s2, seeds, seed, device):
     "qk-logit-variance",
     claim="query-key logits on orthogonal tokens of norm r have variance beta^2 sigma_q^2 sigma_k^2 r^4, whatever d_qk",
     source="derived",
-    tolerance_note=("relative 5%: the variance of one matrix's logits fluctuates with its W_Q, W_K by "
+    tolerance_note=("relative 4%: the variance of one matrix's logits fluctuates with its W_Q, W_K by "
                     "~sqrt(2/(T d_qk)) per factor (~2% at T = 128, d_qk = 64); the 8-seed mean by ~1%"),
+    mutants={**off_by(0.05), "r^2 for r^4 (token norm not squared)": lambda p, s: p / s["d"],
+             "a factor d_qk kept (no 1/d_qk in the weights)": lambda p, s: p * s["d_qk"]},
     quick=dict(T=128, d=256, d_qk=64, seeds=8),
     full=dict(T=512, d=1024, d_qk=64, seeds=8),
 )
 def qk_logit_variance(*, T, d, d_qk, seeds, s2=LN2, seed=6, device=None) -> Comparison:
     g, predicted = _qk_setting(T, d, d_qk, s2, seeds, seed, device)
     measured = g.var(dim=(-2, -1)).mean().item()
-    return Comparison(prediction=predicted, measured=measured, tolerance=0.05, relative=True)
+    return Comparison(prediction=predicted, measured=measured, tolerance=0.04, relative=True)
 
 
 @register(
     "qk-bulk-radius",
     claim="query-key attention on orthogonal tokens (d_qk >> T) has bulk radius sqrt(c/T), c = e^{s2} - 1, as in the i.i.d. model",
     source="derived",
-    tolerance_note=("relative 8%, as for bulk-radius: finite-T edge excess of 2-5% plus the seed spread. "
-                    "Tested at d_qk >> T, where the i.i.d. model applies; at d_qk = 64 < T = 256 the radius is "
-                    "~6% above sqrt(c/T) with a ~6% per-seed spread (see the chapter). The median over seeds is used: "
-                    "occasional seeds have an eigenvalue far outside the disc (up to +30%), which would dominate a mean. "
-                    "Over 20 base seeds the 16-seed median is +2.5% +- 1.0% (max +4.9%)"),
+    tolerance_note=("relative 8%, as the largest bulk modulus of bulk-radius had: finite-T edge excess of 2-5% plus the "
+                    "seed spread, so it resolves ~10%, not 5% (an exception).  The disc statistic of bulk-radius does "
+                    "not apply here: the query-key bulk is not a uniform disc at finite d_qk (sqrt(2 mean |lambda|^2) "
+                    "sits 6% below sqrt(c/T) at T = 128..256, d_qk = 2T..4T).  Tested at d_qk >> T, where the i.i.d. "
+                    "model applies; at d_qk = 64 < T = 256 the radius is ~6% above sqrt(c/T) with a ~6% per-seed "
+                    "spread (see the chapter). The median over seeds is used: occasional seeds have an eigenvalue far "
+                    "outside the disc (up to +30%), which would dominate a mean. Over 20 base seeds the 16-seed "
+                    "median is +2.5% +- 1.0% (max +4.9%)"),
+    mutants={**off_by(0.12), "c replaced by s2": lambda p, s: (s["s2"] / s["T"]) ** 0.5},
     quick=dict(T=128, d=512, d_qk=512, seeds=16),
     full=dict(T=512, d=2048, d_qk=2048, seeds=16),
 )
@@ -115,10 +132,11 @@ def qk_bulk_radius(*, T, d, d_qk, seeds, s2=LN2, seed=7, device=None) -> Compari
     tolerance_note=("relative 5%: finite-T bias -c(1+2c)/T = -1.2% at T = 256; a row's logits share one query, "
                     "whose norm fluctuates (chi^2 with d_qk degrees), raising the effective c by ~1.5% at d_qk = 64; "
                     "the 8-seed mean spreads by ~0.7%"),
+    mutants={**off_by(0.05), "the centred value c": lambda p, s: theory.frobenius_sq(s["s2"], centred=True)},
     quick=dict(T=256, d=512, d_qk=64, seeds=8),
     full=dict(T=512, d=1024, d_qk=64, seeds=8),
 )
 def qk_frobenius_norm(*, T, d, d_qk, seeds, s2=LN2, seed=8, device=None) -> Comparison:
     g, predicted_s2 = _qk_setting(T, d, d_qk, s2, seeds, seed, device)
     measured = torch.linalg.matrix_norm(attention_map(g)).square().mean().item()
-    return Comparison(prediction=theory.frobenius_sq(predicted_s2), measured=measured, tolerance=0.05, relative=True)
+    return Comparison(prediction=theory.frobenius_sq(predicted_s2), measured=measured, tolerance=0.035, relative=True)

@@ -7,13 +7,17 @@ import math
 import torch
 
 from ..wu_table import PAPER_SETTING, PUBLISHED_TABLE, layernorm_runs, table_pattern
+from ..masks import consensus_rate, make_mask
+from ..metrics import decay_rate
 from ..theory import dropout_front_mu
-from .registry import Comparison, register
+from .registry import Comparison, off_by, register
 
 TABLE_LAYERS = (32, 64, 96, 128)
 
 FLOOR = ("float64 round-off: mu / ||X||_F cannot go below ~1e-15 (measured 1e-16..1e-15); any value "
          "below 1e-10 is collapse to the floor, while a non-collapsed state is >= 1e-2")
+NO_COLLAPSE = {"no collapse: mu / ||X|| stays at 1e-2": lambda p, s: 1e-2,
+               "collapse stalls at the float32 floor, 1e-7": lambda p, s: 1e-7}
 
 
 @register(
@@ -21,6 +25,7 @@ FLOOR = ("float64 round-off: mu / ||X||_F cannot go below ~1e-15 (measured 1e-16
     claim="With LayerNorm and orthogonal W_V, the complete mask collapses to consensus (mu / ||X|| at the float floor)",
     source="paper",
     tolerance_note=FLOOR,
+    mutants=NO_COLLAPSE,
     quick=dict(T=32, d=64, depth=32, seeds=2),
     full=dict(T=100, d=768, depth=128, seeds=10),
 )
@@ -36,6 +41,7 @@ def ln_complete_collapses(*, T, d, depth, seeds, norm="layernorm", seed=0, devic
            "the paper's table shows no collapse because its attention dropout was on, see ln-causal-dropout-front)"),
     source="derived",
     tolerance_note=FLOOR,
+    mutants=NO_COLLAPSE,
     quick=dict(T=32, d=64, depth=64, seeds=2),
     full=dict(T=100, d=768, depth=128, seeds=10),
 )
@@ -45,39 +51,52 @@ def ln_causal_collapses(*, T, d, depth, seeds, norm="layernorm", seed=0, device=
 
 
 @register(
-    "ln-sliding-slow",
-    claim=("The bidirectional sliding window (strongly connected, diameter ~T/w) has not collapsed after as many "
-           "layers as tokens: relative mu stays above 0.1"),
-    source="paper",
-    tolerance_note=("a pass/fail pattern: uniform attention on the window mixes diffusively, needing ~(T/w)^2 layers; "
-                    "at depth = T the measured relative mu is 0.3-0.6 over 20 seeds, far above the 0.1 threshold and "
-                    "far from the 1e-15 floor"),
-    quick=dict(T=32, d=64, depth=32, seeds=2, window=1),
-    full=dict(T=100, d=768, depth=128, seeds=10, window=3),
+    "ln-sliding-rate",
+    claim=("With LayerNorm and orthogonal W_V, the bidirectional sliding window collapses slowly, at the consensus "
+           "rate of its row-normalised mask: mu / ||X||_F decays per layer by |lambda_2|, whose gap 1 - |lambda_2| "
+           "~ pi^2 w (w + 1) / (6 T^2) is diffusive (near consensus every row's logits are equal, so attention is "
+           "uniform on the window, and LayerNorm rescales all tokens alike)"),
+    source="derived",
+    tolerance_note=("relative 20% on the gap 1 - |lambda_2| (the measured gap is 1 - the mean over runs of the fitted "
+                    "per-layer factor from layer `start`).  At d = 64 attention is not yet uniform on the window and "
+                    "the fitted gap of one run scatters by ~10% (T = 32, w = 2: +1% and +11% for two runs; at "
+                    "d = 256 within 2%).  Relative to the factor itself the tolerance is 0.2%; it resolves ~25% of "
+                    "the gap, enough to reject a ballistic, an undirected or a collapsing rate"),
+    mutants={"w^2 for w (w + 1)": lambda p, s: p * s["window"] / (s["window"] + 1),
+             "the causal rate 1/2": lambda p, s: 0.5, "no collapse (gap 0)": lambda p, s: 0 * p,
+             "collapse in one layer (gap 1)": lambda p, s: 1.0},
+    quick=dict(T=32, d=64, depth=300, start=100, seeds=4, window=2),
+    full=dict(T=32, d=256, depth=400, start=150, seeds=4, window=2),
 )
-def ln_sliding_slow(*, T, d, depth, seeds, window, norm="layernorm", seed=0, device=None) -> Comparison:
+def ln_sliding_rate(*, T, d, depth, start, seeds, window, norm="layernorm", seed=0, device=None) -> Comparison:
     res = layernorm_runs(T=T, d=d, depth=depth, seeds=seeds, window=window, norm=norm, masks=("sliding",),
                          seed=seed, device=device)
-    return Comparison(prediction=True, measured=bool(res["sliding"].relative_mu[-1].min() > 0.1))
+    rates = decay_rate(res["sliding"].relative_mu.cpu(), start, floor=1e-12)  # (seeds,)
+    prediction = 1.0 - consensus_rate(make_mask("sliding", T, window=window))
+    return Comparison(prediction=prediction, measured=1.0 - rates.mean().item(), tolerance=0.2, relative=True)
 
 
 @register(
     "ln-complete-float32-floor",
-    claim=("The paper's complete-mask value mu ~ 4.6e-5 (layers 32..128) is the float32 round-off floor of T = 100 "
-           "LayerNorm-ed tokens of width d = 768: the same network in float32 sits at that value once collapsed "
-           "(in float64 the floor is ~1e-13)"),
-    source="paper",
-    tolerance_note=("prediction: the published mean at layer 32 (4.61e-5).  The float32 floor scatters: over 20 seeds "
-                    "at layer 4 we measured a mean 4.7e-5 with standard deviation 2.7e-6 (6%); 25% relative is about "
-                    "4 standard deviations.  A float64 run misses by 8 orders of magnitude, a non-collapsed one by 6"),
-    quick=dict(T=100, d=768, depth=6, seeds=2),
-    full=dict(T=100, d=768, depth=32, seeds=10),
+    claim=("Consistency check (order of magnitude): the paper's complete-mask value mu ~ 4.6e-5 (layers 32..128) is "
+           "a float32 round-off floor.  In the reconstructed setting (PAPER_SETTING: T = 128, d = 768, dropout 0.1, "
+           "float32) the collapsed state sits within a factor 3 of it (we measure ~9e-5, about twice the published "
+           "value; ~5e-5 at T = 100 without dropout), while in float64 the floor is ~1e-13"),
+    source="reconstruction",
+    tolerance_note=("compared on log10(mu), absolute log10(3) = 0.48: the floor of round-off has no closed form "
+                    "here, so this is a consistency check of the order of magnitude, not a prediction; it resolves "
+                    "a factor ~3 in mu.  Prediction: log10 of the published mean at layer 32 (4.61e-5); measured: "
+                    "log10 of the mean over runs at the last layer.  A float64 run misses by 8 orders of magnitude, "
+                    "a non-collapsed one by 6"),
+    mutants={"the float64 floor, 1e-13": lambda p, s: -13.0, "one order of magnitude higher": lambda p, s: p + 1},
+    quick=dict(d=768, depth=6, seeds=2),
+    full=dict(d=768, depth=32, seeds=10),
 )
-def ln_complete_float32_floor(*, T, d, depth, seeds, seed=0, device=None) -> Comparison:
-    res = layernorm_runs(T=T, d=d, depth=depth, seeds=seeds, masks=("complete",), seed=seed, device=device,
-                         dtype=torch.float32)
-    return Comparison(prediction=PUBLISHED_TABLE["complete"][32][0], measured=float(res["complete"].mu[-1].mean()),
-                      tolerance=0.25, relative=True)
+def ln_complete_float32_floor(*, d, depth, seeds, seed=0, device=None) -> Comparison:
+    res = layernorm_runs(seeds=seeds, depth=depth, masks=("complete",), seed=seed, device=device, **_paper_setting(d))
+    measured = math.log10(float(res["complete"].mu[-1].mean()))
+    return Comparison(prediction=math.log10(PUBLISHED_TABLE["complete"][32][0]), measured=measured,
+                      tolerance=math.log10(3), relative=False)
 
 
 def _paper_setting(d):
@@ -92,7 +111,10 @@ def _paper_setting(d):
            "non-zero tokens at consensus, mu^2 = d k (T - k) / T.  The closed form's mean of mu over layers "
            "32..depth matches simulation"),
     source="derived",
-    tolerance_note=("10% relative.  Per run, the time-average of mu over layers 32..128 has a standard deviation "
+    mutants={**off_by(0.2), "dropout 0.05": lambda p, s: _front_mean(s["depth"], 0.05, s["d"]),
+             "no dropout: collapse": lambda p, s: 0.0},
+    tolerance_note=("10% relative, so the check resolves ~15%, not 5% (an exception: the front position is "
+                    "random, and each run's time-average of mu spreads by 15%).  Per run, the time-average of mu over layers 32..128 has a standard deviation "
                     "of 15% of its mean (measured over 64 seeds, d = 64), so the mean of 32 runs has a standard "
                     "error of 2.7%: 10% is 3.7 standard errors.  The neglected effect (a token behind the front "
                     "zeroed for one layer, probability ~p^2 per layer) biases mu by about 1%; measured over 64 "
@@ -103,46 +125,66 @@ def _paper_setting(d):
 def ln_causal_dropout_front(*, d, seeds, depth, seed=0, device=None) -> Comparison:
     setting = _paper_setting(d)
     mu = layernorm_runs(seeds=seeds, depth=depth, masks=("causal",), seed=seed, device=device, **setting)["causal"].mu
-    means, _ = dropout_front_mu(setting["T"], depth, setting["dropout"], token_norm_sq=d)
-    prediction = sum(means[32:]) / len(means[32:])
-    return Comparison(prediction=prediction, measured=float(mu[32:].mean()), tolerance=0.1, relative=True)
+    return Comparison(prediction=_front_mean(depth, setting["dropout"], d), measured=float(mu[32:].mean()),
+                      tolerance=0.1, relative=True)
 
 
-def _paper_causal_column():
-    """Published and closed-form (mean, std) of mu for the causal mask at TABLE_LAYERS, PAPER_SETTING."""
-    T, d, p = PAPER_SETTING["T"], PAPER_SETTING["d"], PAPER_SETTING["dropout"]
-    means, stds = dropout_front_mu(T, max(TABLE_LAYERS), p, token_norm_sq=d)
-    return [(PUBLISHED_TABLE["causal"][l], (means[l], stds[l])) for l in TABLE_LAYERS]
+def _front_mean(depth, dropout, d):
+    """The closed form's mean of mu over layers 32..depth (PAPER_SETTING's T, width d)."""
+    means, _ = dropout_front_mu(PAPER_SETTING["T"], depth, dropout, token_norm_sq=d)
+    return sum(means[32:]) / len(means[32:])
+
+
+def _causal_column(dropout: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Closed-form (mean, std) of mu for the causal mask at TABLE_LAYERS, PAPER_SETTING with ``dropout``."""
+    T, d = PAPER_SETTING["T"], PAPER_SETTING["d"]
+    means, stds = dropout_front_mu(T, max(TABLE_LAYERS), dropout, token_norm_sq=d)
+    return (torch.tensor([means[l] for l in TABLE_LAYERS], dtype=torch.float64),
+            torch.tensor([stds[l] for l in TABLE_LAYERS], dtype=torch.float64))
+
+
+def _published_causal() -> tuple[torch.Tensor, torch.Tensor]:
+    """The paper's causal column (mean, std) at TABLE_LAYERS."""
+    rows = [PUBLISHED_TABLE["causal"][l] for l in TABLE_LAYERS]
+    return torch.tensor([m for m, _ in rows], dtype=torch.float64), torch.tensor([s for _, s in rows], dtype=torch.float64)
 
 
 @register(
     "ln-causal-paper-mean",
-    claim=("The zero-front closed form (T = 128, d = 768, dropout 0.1) predicts the paper's causal column: "
-           "every published mean at layers 32..128 is within a fraction of a run-to-run standard deviation"),
-    source="derived",
-    tolerance_note=("measured: the largest |published - predicted| in units of the published std.  If the paper "
-                    "averaged n = 10 runs, its means carry a standard error of std / sqrt(10) = 0.32 std; the "
-                    "tolerance 0.63 std is 2 such errors.  Without dropout the prediction is 0 (collapse), 3 to 8 "
-                    "std away"),
-    quick={},
+    claim=("The zero-front closed form in the reconstructed setting (T = 128, d = 768, attention dropout 0.1: our "
+           "inference, not stated in the paper) predicts the paper's causal column: every published mean at "
+           "layers 32..128 is within 2 standard errors of a 10-run mean of its prediction"),
+    source="reconstruction",
+    tolerance_note=("per layer, absolute 2 std / sqrt(10) with std the published run-to-run spread: if the paper "
+                    "averaged n = 10 runs, its means carry a standard error of std / sqrt(10).  The tightest layer "
+                    "is 128 (tolerance 7.4 on a mean of 92), so the check resolves ~8-10% on the predicted means "
+                    "and a dropout rate off by ~10% (it passes only for p in [0.09, 0.11]); without dropout the "
+                    "prediction is 0 (collapse), 3 to 8 std away"),
+    mutants={**off_by(0.08), "dropout 0.08": lambda p, s: _causal_column(0.08)[0],
+             "dropout 0.12": lambda p, s: _causal_column(0.12)[0], "no dropout: collapse": lambda p, s: 0 * p},
+    quick=dict(dropout=PAPER_SETTING["dropout"]),
 )
-def ln_causal_paper_mean() -> Comparison:
-    worst = max(abs(pub_mean - mean) / pub_std for (pub_mean, pub_std), (mean, _) in _paper_causal_column())
-    return Comparison(prediction=0.0, measured=worst, tolerance=2 / math.sqrt(10))
+def ln_causal_paper_mean(*, dropout) -> Comparison:
+    published, std = _published_causal()
+    return Comparison(prediction=_causal_column(dropout)[0], measured=published, tolerance=2 * std / math.sqrt(10))
 
 
 @register(
     "ln-causal-paper-std",
-    claim=("The zero-front closed form also predicts the paper's run-to-run spread in the causal column "
-           "(published std at layers 32..128)"),
-    source="derived",
-    tolerance_note=("measured: the largest |published std / predicted std - 1|.  A standard deviation estimated "
-                    "from n = 10 runs has a relative standard error of about 1/sqrt(2 (n - 1)) = 24%; tolerance 0.3"),
-    quick={},
+    claim=("Consistency check: the zero-front closed form in the reconstructed setting also gives the paper's "
+           "run-to-run spread in the causal column (published std at layers 32..128) to within 30%.  A standard "
+           "deviation from 10 runs cannot resolve better: this check passes for every dropout rate from 0.05 to "
+           "0.15 (ln-causal-paper-mean is the sharp one)"),
+    source="reconstruction",
+    tolerance_note=("per layer, relative 0.3 on the predicted std.  A standard deviation estimated from n = 10 runs "
+                    "has a relative standard error of about 1/sqrt(2 (n - 1)) = 24%, so no tolerance much below 30% "
+                    "is honest; the check resolves ~40-45%"),
+    mutants={**off_by(0.5), "a deterministic front (std 0)": lambda p, s: 0 * p},
+    quick=dict(dropout=PAPER_SETTING["dropout"]),
 )
-def ln_causal_paper_std() -> Comparison:
-    worst = max(abs(pub_std / std - 1) for (_, pub_std), (_, std) in _paper_causal_column())
-    return Comparison(prediction=0.0, measured=worst, tolerance=0.3)
+def ln_causal_paper_std(*, dropout) -> Comparison:
+    _, published = _published_causal()
+    return Comparison(prediction=_causal_column(dropout)[1], measured=published, tolerance=0.3, relative=True)
 
 
 @register(
@@ -151,12 +193,14 @@ def ln_causal_paper_std() -> Comparison:
            "simulated table has the paper's pattern: complete at the float32 floor; causal not collapsed and rising "
            "from layer 32 to the last; sliding not collapsed and decreasing; sliding-causal not collapsed, within "
            "15% of its layer-32 value, and above sliding"),
-    source="paper",
+    source="reconstruction",
     tolerance_note=("a pass/fail pattern (rcteach.wu_table.table_pattern) on the mean over runs.  'Collapsed': "
                     "relative mu below 1e-5 (the float32 floor is ~1e-7); 'not collapsed': above 1e-2 at every layer "
                     "from 32 (a single zero token already gives 1/sqrt(T) = 0.09).  Measured at d = 64, 4 runs: "
                     "causal rises 1.9-fold (relative mu >= 0.12), sliding falls by 31% (>= 0.2), sliding-causal "
                     "changes by 1% (>= 0.5)"),
+    mutants={"the causal column collapses (the authors' reading of Theorem 2)": lambda p, s: (p[0], False, *p[2:]),
+             "the complete mask not at the floor": lambda p, s: (False, *p[1:])},
     quick=dict(d=64, seeds=4, depth=128),
     full=dict(d=768, seeds=10, depth=128),
 )

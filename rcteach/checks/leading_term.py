@@ -16,7 +16,7 @@ from .. import theory
 from ..attention import attention_map, centre, random_attention
 from ..logits import leading_term, random_logits
 from ..theory import LN2
-from .registry import Comparison, register
+from .registry import Comparison, off_by, register
 
 
 @register(
@@ -24,6 +24,7 @@ from .registry import Comparison, register
     claim="softmax(g + m) = softmax(g): the mean m of the logits cancels, only s2 matters",
     source="exact",
     tolerance_note="float64 round-off of exp and a sum of T terms, relative to entries of size 1/T: ~1e-16; 1e-12 leaves margin",
+    mutants={"the mean scales attention by e^m": lambda p, s: abs(math.expm1(s["m"]))},  # the deviation it implies (x T)
     quick=dict(T=256, seeds=4),
     full=dict(T=1024, seeds=8),
 )
@@ -37,62 +38,72 @@ def logit_mean_cancels(*, T, seeds, s2=LN2, m=-3.7, seed=0, device=None) -> Comp
     "leading-term-residual",
     claim="softmax attention = 11^T/T + ZP/T + remainder, with ||remainder||_F / ||ZP/T||_F ~ sqrt(c/T)",
     source="derived",
-    tolerance_note=("relative 10%: the prediction is itself leading order (corrections of relative size "
-                    "~sqrt(c/T) = 6% at T = 256, s2 = ln 2); the 16-seed mean has a spread of ~1%"),
-    quick=dict(T=256, seeds=16),
-    full=dict(T=1024, seeds=16),
+    tolerance_note=("relative 5%, on the pooled ratio sqrt(sum ||A - L||_F^2 / sum ||ZP/T||_F^2) over the seeds.  The "
+                    "prediction is itself leading order: over 4 base seeds of 64 matrices the pooled ratio sits "
+                    "+1.5% to +3.5% above sqrt(c/T) at T = 256 and +1% to +2.6% at T = 512 (32 seeds, the quick "
+                    "setting), with a per-matrix spread of ~4% (0.7% on 32).  So the check resolves ~8%, not 5% "
+                    "(at T = 256 with 16 seeds a prediction 8% off passed): an exception until the next-order term "
+                    "of the remainder is derived"),
+    mutants={**off_by(0.1), "remainder of order c/T (squared)": lambda p, s: p ** 2,
+             "remainder sqrt(s2/T) (c replaced by s2)": lambda p, s: (s["s2"] / s["T"]) ** 0.5},
+    quick=dict(T=512, seeds=32),
+    full=dict(T=1024, seeds=32),
 )
 def leading_term_residual(*, T, seeds, s2=LN2, m=-LN2 / 2, seed=0, device=None) -> Comparison:
     g = random_logits(T, s2, m=m, batch=seeds, seed=seed, device=device, dtype=torch.float64)
     A, L = attention_map(g), leading_term(g, s2, m=m)
-    ratio = torch.linalg.matrix_norm(A - L) / torch.linalg.matrix_norm(L - 1.0 / T)  # (seeds,)
-    return Comparison(prediction=theory.leading_term_residual(T, s2), measured=ratio.mean().item(),
-                      tolerance=0.10, relative=True)
+    ratio = (torch.linalg.matrix_norm(A - L).square().sum() / torch.linalg.matrix_norm(L - 1.0 / T).square().sum()).sqrt()
+    return Comparison(prediction=theory.leading_term_residual(T, s2), measured=ratio.item(), tolerance=0.05, relative=True)
 
 
 @register(
     "entry-sd",
     claim="an entry of softmax attention has standard deviation sqrt(c)/T",
     source="derived",
-    tolerance_note=("relative 4%: the next-order bias is sqrt(1 - (1+c)(1+2c)/T) - 1 = -1.2% at T = 256, "
+    tolerance_note=("relative 3%: the next-order bias is sqrt(1 - (1+c)(1+2c)/T) - 1 = -1.2% at T = 256, "
                     "s2 = ln 2; the 16-seed pooled sd has a spread of ~0.3%"),
+    mutants={**off_by(0.05), "sd sqrt(1 + c)/T (the second moment for the variance)": lambda p, s: (1 + theory.c(s["s2"])) ** 0.5 / s["T"],
+             "c replaced by s2": lambda p, s: s["s2"] ** 0.5 / s["T"]},
     quick=dict(T=256, seeds=16),
     full=dict(T=1024, seeds=16),
 )
 def entry_sd(*, T, seeds, s2=LN2, seed=0, device=None) -> Comparison:
     A = random_attention(T, s2, batch=seeds, seed=seed, device=device, dtype=torch.float64)
     measured = (A - 1.0 / T).square().mean().sqrt().item()  # pooled over entries and seeds; E A_ij = 1/T exactly
-    return Comparison(prediction=theory.entry_sd(T, s2), measured=measured, tolerance=0.04, relative=True)
+    return Comparison(prediction=theory.entry_sd(T, s2), measured=measured, tolerance=0.03, relative=True)
 
 
 @register(
     "frobenius-norm",
     claim="||A||_F^2 ~ 1 + c for softmax attention, at any T",
     source="derived",
-    tolerance_note=("relative 4%: the next-order bias is -c(1+2c)/T = -1.2% at T = 256, s2 = ln 2; "
+    tolerance_note=("relative 3%: the next-order bias is -c(1+2c)/T = -1.2% at T = 256, s2 = ln 2; "
                     "the 16-seed mean has a spread of ~0.2%"),
+    mutants={**off_by(0.05), "the centred value c": lambda p, s: theory.frobenius_sq(s["s2"], centred=True),
+             "c replaced by s2": lambda p, s: 1 + s["s2"]},
     quick=dict(T=256, seeds=16),
     full=dict(T=1024, seeds=16),
 )
 def frobenius_norm(*, T, seeds, s2=LN2, seed=0, device=None) -> Comparison:
     A = random_attention(T, s2, batch=seeds, seed=seed, device=device, dtype=torch.float64)
     measured = torch.linalg.matrix_norm(A).square().mean().item()
-    return Comparison(prediction=theory.frobenius_sq(s2), measured=measured, tolerance=0.04, relative=True)
+    return Comparison(prediction=theory.frobenius_sq(s2), measured=measured, tolerance=0.03, relative=True)
 
 
 @register(
     "centred-frobenius-norm",
     claim="||A_perp||_F^2 ~ c for centred softmax attention, at any T",
     source="derived",
-    tolerance_note=("relative 6%: the next-order bias is -(1+c)(1+2c)/T = -2.3% at T = 256, s2 = ln 2; "
-                    "the 16-seed mean has a spread of ~0.5%"),
-    quick=dict(T=256, seeds=16),
+    tolerance_note=("relative 3%: the next-order bias is -(1+c)(1+2c)/T = -1.2% at T = 512, s2 = ln 2 (-2.3% at "
+                    "T = 256, too close to a 5% error); the 16-seed mean has a spread of ~0.3%"),
+    mutants={**off_by(0.05), "the uncentred value 1 + c": lambda p, s: theory.frobenius_sq(s["s2"])},
+    quick=dict(T=512, seeds=16),
     full=dict(T=1024, seeds=16),
 )
 def centred_frobenius_norm(*, T, seeds, s2=LN2, seed=0, device=None) -> Comparison:
     A = random_attention(T, s2, batch=seeds, seed=seed, device=device, dtype=torch.float64)
     measured = torch.linalg.matrix_norm(centre(A)).square().mean().item()
-    return Comparison(prediction=theory.frobenius_sq(s2, centred=True), measured=measured, tolerance=0.06, relative=True)
+    return Comparison(prediction=theory.frobenius_sq(s2, centred=True), measured=measured, tolerance=0.03, relative=True)
 
 
 @register(
@@ -101,6 +112,7 @@ def centred_frobenius_norm(*, T, seeds, s2=LN2, seed=0, device=None) -> Comparis
     source="derived",
     tolerance_note=("relative 2%: the O(1/T^2) remainder is ~ (c(1+2c)/T)^2 = 0.1% at T = 256, s2 = 1 "
                     "(heavy tails make it larger); the 32-seed mean has a spread of ~0.3%"),
+    mutants={**off_by(0.05), "sign of the 1/T term flipped": lambda p, s: 2 * theory.frobenius_sq(s["s2"]) - p},
     quick=dict(T=256, seeds=32),
     full=dict(T=1024, seeds=32),
 )
@@ -114,9 +126,11 @@ def frobenius_next_order(*, T, seeds, s2=1.0, seed=0, device=None) -> Comparison
     "top-singular-value",
     claim="the largest singular value of softmax attention is 1 + c/(2T) (compared through sigma_1 - 1)",
     source="derived",
-    tolerance_note=("relative 12% on sigma_1 - 1: one seed's excess spreads by ~10% at T = 256 (it is an "
-                    "average of T squared column sums), the 16-seed mean by ~3%, and the next-order bias is a few %"),
-    quick=dict(T=256, seeds=16),
+    tolerance_note=("relative 4.5% on sigma_1 - 1: one seed's excess spreads by ~10% at T = 256 (it is an "
+                    "average of T squared column sums), the 128-seed mean by ~0.75%; over 3 base seeds the 128-seed "
+                    "mean sat 1% to 3% below c/(2T) (next-order bias)"),
+    mutants={**off_by(0.08), "excess c/T (the factor 1/2 dropped)": lambda p, s: 2 * p},
+    quick=dict(T=256, seeds=128),
     full=dict(T=1024, seeds=16),
 )
 def top_singular_value(*, T, seeds, s2=LN2, seed=0, device=None) -> Comparison:
@@ -125,4 +139,4 @@ def top_singular_value(*, T, seeds, s2=LN2, seed=0, device=None) -> Comparison:
     prediction = theory.top_singular_value(T, s2) - 1
     if not math.isfinite(prediction) or prediction <= 0:
         raise ValueError(f"s2 must be > 0 for this check, got {s2}")
-    return Comparison(prediction=prediction, measured=excess.mean().item(), tolerance=0.12, relative=True)
+    return Comparison(prediction=prediction, measured=excess.mean().item(), tolerance=0.045, relative=True)

@@ -16,6 +16,8 @@ GRAPH_FACT = "exact: a graph property, compared for equality"
            "but not strongly connected"),
     source="paper",
     tolerance_note=GRAPH_FACT,
+    mutants={"causal strongly connected": lambda p, s: (p[0], (True, True), *p[2:]),
+             "sliding-causal not even quasi-strongly connected": lambda p, s: (*p[:3], (False, False))},
     quick=dict(T=32, window=3),
     full=dict(T=256, window=8),
 )
@@ -34,6 +36,8 @@ def mask_connectivity(*, T, window) -> Comparison:
     claim="the only centre node of a causal or sliding-causal mask is the first token",
     source="derived",
     tolerance_note=GRAPH_FACT,
+    mutants={"the last token is the centre": lambda p, s: ((s["T"] - 1,), (s["T"] - 1,)),
+             "every token is a centre of the causal mask": lambda p, s: (tuple(range(s["T"])), p[1])},
     quick=dict(T=32, window=3),
     full=dict(T=256, window=8),
 )
@@ -48,6 +52,8 @@ def causal_centre(*, T, window) -> Comparison:
     claim="a bidirectional sliding window of width w on T tokens has diameter ceil((T - 1) / w); complete has 1",
     source="derived",
     tolerance_note=GRAPH_FACT,
+    mutants={"floor((T - 1) / w)": lambda p, s: ((s["T"] - 1) // s["window"], 1),
+             "diameter T - 1 (the window ignored)": lambda p, s: (s["T"] - 1, 1)},
     quick=dict(T=32, window=3),
     full=dict(T=256, window=8),
 )

@@ -3,14 +3,19 @@
 A check compares an independent closed-form prediction (from :mod:`rcteach.theory` or an exact
 identity) with a simulation.  Each is a plain function of keyword settings that returns a
 :class:`Comparison`; :func:`register` records its claim, source, the settings of the quick and
-full modes and why its tolerance is what it is.  :func:`run_check` runs one and returns a
-:class:`CheckResult`; chapters assert ``result.passed`` and display the result.
+full modes, why its tolerance is what it is, and its *mutants*: named wrong predictions
+``fn(prediction, setting) -> wrong_prediction`` that a sound check must reject (a constant off by
+the smallest error the check claims to resolve, a dropped factor, a wrong exponent...).  A mutant
+is *killed* when the check's comparison, with the wrong prediction and the same measurement,
+fails.  :func:`run_check` runs one check and returns a :class:`CheckResult`; :func:`check` is the
+one call for chapters (runs, displays, raises :class:`CheckFailed`).
 """
 
 from __future__ import annotations
 
 import fnmatch
 import html
+import dataclasses
 import inspect
 import math
 import time
@@ -21,10 +26,11 @@ import torch
 
 from .. import _validate
 
-__all__ = ["Comparison", "Check", "CheckResult", "register", "registry", "run_check", "run_checks", "MODES", "SOURCES"]
+__all__ = ["Comparison", "Check", "CheckResult", "CheckFailed", "check", "off_by", "register", "registry", "run_check", "run_checks",
+           "results_table", "results_html", "mutants_table", "MODES", "SOURCES"]
 
 MODES = ("quick", "full")
-SOURCES = ("paper", "derived", "exact")
+SOURCES = ("paper", "derived", "reconstruction", "exact")
 
 
 @dataclass(frozen=True)
@@ -32,7 +38,9 @@ class Comparison:
     """A prediction, the value measured, and how close they must be.
 
     Passes when |measured - prediction| <= tolerance (absolute), or <= tolerance * |prediction|
-    with ``relative=True``.  Booleans, ints, strings and tuples compare exactly (tolerance 0).
+    with ``relative=True``.  Booleans, ints, strings and tuples compare exactly (tolerance 0).  A
+    prediction that is a tensor of several numbers compares element by element (``measured`` and
+    ``tolerance`` broadcast against it) and passes when every element does.
     """
 
     prediction: object
@@ -41,15 +49,53 @@ class Comparison:
     relative: bool = False
 
     @property
+    def exact(self) -> bool:
+        """Compared for equality (booleans, strings, tuples, lists)."""
+        return any(isinstance(v, (bool, str, tuple, list)) for v in (self.prediction, self.measured))
+
+    @property
     def passed(self) -> bool:
-        p, m = self.prediction, self.measured
-        if isinstance(p, (bool, str, tuple, list)) or isinstance(m, (bool, str, tuple, list)):
-            return _equal(p, m)
-        p, m = float(p), float(m)
-        if not (math.isfinite(m) and math.isfinite(p)):
-            return p == m
-        bound = self.tolerance * (abs(p) if self.relative else 1.0)
-        return abs(m - p) <= bound
+        if self.exact:
+            return _equal(self.prediction, self.measured)
+        p, m, tol = _arrays(self)
+        finite = torch.isfinite(p) & torch.isfinite(m)
+        ok = torch.where(finite, (m - p).abs() <= tol * (p.abs() if self.relative else 1.0), p == m)
+        return bool(ok.all())
+
+    @property
+    def resolves(self) -> float | None:
+        """The smallest relative error of the prediction that this comparison detects.
+
+        The least e >= 0 such that, for every e' >= e, the scaled predictions (1 + e') p and
+        (1 - e') p both fail against the same measurement: e = max(b - 1, 1 - a, 0), where [a, b] is
+        the set of factors x for which x p passes (for a relative tolerance t and one number,
+        [m/(p(1 + t)), m/(p(1 - t))]; for a tensor, the intersection over its elements).  A perfect
+        measurement gives t/(1 - t) for a relative tolerance t.  ``None`` when a relative error has
+        no meaning: exact comparisons, and predictions that are zero (a deviation compared with an
+        absolute tolerance).  ``inf`` when no error is detected (relative tolerance >= 1).
+        """
+        if self.exact:
+            return None
+        p, m, tol = _arrays(self)
+        if not bool(torch.isfinite(p).all() & torch.isfinite(m).all()) or bool((p == 0).any()):
+            return None
+        if self.relative:  # x p passes iff |m - x p| <= t x |p|, i.e. m/p in [x (1 - t), x (1 + t)] (x > 0)
+            r = m / p
+            lo = r / (1 + tol)
+            hi = torch.where(tol < 1, r / (1 - tol).clamp_min(1e-300), torch.full_like(r, math.inf))
+        else:  # |m - x p| <= t: x in [(m - t)/p, (m + t)/p], ordered by the sign of p
+            ends = torch.stack([(m - tol) / p, (m + tol) / p])
+            lo, hi = ends.min(0).values, ends.max(0).values
+        a, b = lo.max().item(), hi.min().item()
+        if a > b:  # no factor passes: even the prediction itself fails
+            return 0.0
+        return max(b - 1.0, 1.0 - a, 0.0)
+
+
+def _arrays(c: Comparison) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Prediction, measurement and tolerance as broadcast float64 CPU tensors."""
+    as_t = lambda v: torch.as_tensor(v.detach().cpu() if isinstance(v, torch.Tensor) else v, dtype=torch.float64)  # noqa: E731
+    return torch.broadcast_tensors(as_t(c.prediction), as_t(c.measured), as_t(c.tolerance))
 
 
 def _equal(p, m) -> bool:
@@ -70,11 +116,12 @@ class Check:
 
     name: str
     claim: str
-    source: str  # "paper", "derived" (our derivation, see theory notes) or "exact" (an identity)
+    source: str  # "paper", "derived" (our derivation), "reconstruction" (our inference of an unstated setting), "exact"
     tolerance_note: str  # why the tolerance is what it is
     func: Callable[..., Comparison]
     quick: dict = field(default_factory=dict)
     full: dict = field(default_factory=dict)
+    mutants: dict = field(default_factory=dict)  # label -> fn(prediction, setting) -> wrong prediction
 
     def settings(self, mode: str = "quick", **overrides) -> dict:
         """The keyword settings of a run: the function's defaults, then the mode's, then overrides."""
@@ -100,6 +147,16 @@ class CheckResult:
     def passed(self) -> bool:
         return self.comparison.passed
 
+    @property
+    def mutants(self) -> list[dict]:
+        """Each mutant of the check, ``{"name": label, "killed": bool}``: killed when the comparison
+        with the mutant's wrong prediction (same measurement, same tolerance) fails."""
+        out = []
+        for label, wrong in self.check.mutants.items():
+            mutated = dataclasses.replace(self.comparison, prediction=wrong(self.comparison.prediction, self.setting))
+            out.append({"name": label, "killed": not mutated.passed})
+        return out
+
     def as_dict(self) -> dict:
         c = self.comparison
         return {
@@ -109,11 +166,13 @@ class CheckResult:
             "setting": {k: _plain(v) for k, v in self.setting.items()},
             "prediction": _plain(c.prediction),
             "measured": _plain(c.measured),
-            "tolerance": c.tolerance,
+            "tolerance": _plain(c.tolerance),
             "relative": c.relative,
             "tolerance_note": self.check.tolerance_note,
             "passed": self.passed,
             "seconds": round(self.seconds, 3),
+            "resolves": c.resolves,
+            "mutants": self.mutants,
         }
 
     def _repr_html_(self) -> str:
@@ -128,17 +187,35 @@ class CheckResult:
 _REGISTRY: dict[str, Check] = {}
 
 
-def register(name: str, *, claim: str, source: str, tolerance_note: str, quick: dict | None = None, full: dict | None = None):
-    """Decorator: register ``func`` as the check ``name`` (names are unique)."""
+def register(name: str, *, claim: str, source: str, tolerance_note: str, mutants: dict, quick: dict | None = None,
+             full: dict | None = None):
+    """Decorator: register ``func`` as the check ``name`` (names are unique).
+
+    ``source``: "paper" only for what a paper states; "derived" for our derivations,
+    "reconstruction" for our inference of a setting a paper does not state, "exact" for identities.
+    ``mutants`` (at least one): label -> ``fn(prediction, setting) -> wrong_prediction``.
+    """
     source = _validate.choice("source", source, SOURCES)
+    if not isinstance(mutants, dict) or not mutants:
+        raise ValueError(f"mutants: check {name!r} must declare at least one mutant (label -> fn(prediction, setting))")
+    bad = [k for k, f in mutants.items() if not (isinstance(k, str) and callable(f))]
+    if bad:
+        raise TypeError(f"mutants: labels must be str and values callable fn(prediction, setting); bad: {bad}")
 
     def decorate(func: Callable[..., Comparison]) -> Callable[..., Comparison]:
         if name in _REGISTRY:
             raise ValueError(f"a check named {name!r} is already registered")
-        _REGISTRY[name] = Check(name, claim, source, tolerance_note, func, dict(quick or {}), dict(full or {}))
+        _REGISTRY[name] = Check(name, claim, source, tolerance_note, func, dict(quick or {}), dict(full or {}), dict(mutants))
         return func
 
     return decorate
+
+
+def off_by(fraction: float) -> dict:
+    """Two mutants: the prediction ``fraction`` too high and ``fraction`` too low (a constant off by
+    the smallest relative error the check claims to resolve)."""
+    label = f"{100 * fraction:.3g}%"
+    return {f"{label} high": lambda p, s: p * (1 + fraction), f"{label} low": lambda p, s: p * (1 - fraction)}
 
 
 def registry() -> dict[str, Check]:
@@ -178,6 +255,62 @@ def run_checks(mode: str = "quick", *, device=None, pattern: str = "*", progress
     return [run_check(n, mode, device=device) for n in names]
 
 
+class CheckFailed(AssertionError):
+    """Raised by :func:`check` when a check fails; ``results`` holds the failing :class:`CheckResult` s."""
+
+    def __init__(self, results: list[CheckResult]):
+        self.results = list(results)
+        lines = [f"{r.check.name}: predicted {_fmt(_plain(r.comparison.prediction))}, measured "
+                 f"{_fmt(_plain(r.comparison.measured))}, tolerance {_fmt_tol(r.comparison)}" for r in self.results]
+        super().__init__(f"{len(lines)} check(s) failed:\n" + "\n".join(lines))
+
+
+def check(*names: str, mode: str = "quick", device=None, **overrides) -> list[CheckResult]:
+    """Run the named checks, display their results, and raise if any fails: the one call for chapters.
+
+    ``names`` are check names or glob patterns (``"ln-*"``), run in registry order of first match,
+    each at most once.  ``overrides`` set keyword settings of every selected check that has them (a
+    setting no selected check has is a ValueError).  In IPython the results table is displayed as
+    HTML, elsewhere printed as text.  Returns the list of :class:`CheckResult`; raises
+    :class:`CheckFailed` (an AssertionError) naming every failing check with its prediction,
+    measurement and tolerance, after displaying the table.
+    """
+    if not names:
+        raise ValueError("names: give at least one check name or glob pattern")
+    selected = []
+    for pattern in names:
+        if not isinstance(pattern, str):
+            raise TypeError(f"names: expected check names (str), got {type(pattern).__name__}")
+        matches = [n for n in _REGISTRY if fnmatch.fnmatch(n, pattern)]
+        if not matches:
+            raise ValueError(f"names: {pattern!r} matches no check; registered: {', '.join(_REGISTRY)}")
+        selected += [n for n in matches if n not in selected]
+    takes = {n: set(inspect.signature(_REGISTRY[n].func).parameters) for n in selected}
+    unused = set(overrides) - set().union(*takes.values())
+    if unused:
+        raise ValueError(f"no selected check has the setting(s) {sorted(unused)}")
+    results = [run_check(n, mode, device=device, **{k: v for k, v in overrides.items() if k in takes[n]})
+               for n in selected]
+    _display(results)
+    failed = [r for r in results if not r.passed]
+    if failed:
+        raise CheckFailed(failed)
+    return results
+
+
+def _display(results: list[CheckResult]) -> None:
+    """HTML in IPython (a notebook), the text table elsewhere."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import HTML, display
+    except ImportError:
+        get_ipython = None
+    if get_ipython is not None and get_ipython() is not None:
+        display(HTML(results_html(results)))
+    else:
+        print(results_table(results))
+
+
 # -- formatting ---------------------------------------------------------------------------------
 
 def _plain(v):
@@ -193,23 +326,35 @@ def _plain(v):
 def _fmt(v) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
+    if isinstance(v, list):
+        return "[" + ", ".join(_fmt(x) for x in v) + "]"
     return str(v)
 
 
 def _fmt_tol(c: Comparison) -> str:
-    if isinstance(c.prediction, (bool, str, tuple, list)):
+    if c.exact:
         return "exact"
-    return f"{c.tolerance:.3g}" + (" (rel)" if c.relative else " (abs)")
+    tol = _plain(c.tolerance)
+    return (f"{tol:.3g}" if isinstance(tol, float) else _fmt(tol)) + (" (rel)" if c.relative else " (abs)")
 
 
-COLUMNS = ("check", "source", "setting", "predicted", "measured", "tolerance", "result")
+def _fmt_resolves(c: Comparison) -> str:
+    if c.exact:
+        return "exact"
+    e = c.resolves
+    if e is None:
+        return "-"  # a zero prediction: the deviation is compared with an absolute tolerance
+    return f"{e:.1%}" if e < 10 else ">1000%"
+
+
+COLUMNS = ("check", "source", "setting", "predicted", "measured", "tolerance", "resolves", "result")
 
 
 def _row(r: CheckResult) -> tuple[str, ...]:
     d = r.as_dict()
     setting = ", ".join(f"{k}={_fmt(v)}" for k, v in d["setting"].items() if k != "device")
     return (d["name"], d["source"], setting, _fmt(d["prediction"]), _fmt(d["measured"]),
-            _fmt_tol(r.comparison), "PASS" if r.passed else "FAIL")
+            _fmt_tol(r.comparison), _fmt_resolves(r.comparison), "PASS" if r.passed else "FAIL")
 
 
 def results_table(results: list[CheckResult]) -> str:
@@ -223,8 +368,23 @@ def results_table(results: list[CheckResult]) -> str:
     return "\n".join(lines)
 
 
+def mutants_table(results: list[CheckResult]) -> str:
+    """A plain-text report of the mutants: per check, its verdict, what it resolves and each mutant
+    killed or SURVIVED; a closing count."""
+    lines = []
+    for r in results:
+        lines.append(f"{r.check.name}  [{'PASS' if r.passed else 'FAIL'}, resolves {_fmt_resolves(r.comparison)}]")
+        lines += [f"    {'killed  ' if m['killed'] else 'SURVIVED'}  {m['name']}" for m in r.mutants]
+    mutants = [m for r in results for m in r.mutants]
+    killed = sum(m["killed"] for m in mutants)
+    lines.append(f"{killed} of {len(mutants)} mutants killed, {len(mutants) - killed} survived; "
+                 f"{sum(not r.passed for r in results)} check(s) failed")
+    return "\n".join(lines)
+
+
 def results_html(results: list[CheckResult]) -> str:
-    """An HTML table of results (claims as tooltips), for notebooks."""
+    """An HTML table of results (claims as tooltips), for notebooks.  The column "resolves" is
+    :attr:`Comparison.resolves`, the smallest relative error of the prediction the check detects."""
     head = "".join(f"<th>{c}</th>" for c in COLUMNS)
     body = "".join(
         f"<tr title='{html.escape(r.check.claim)}'>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in _row(r)) + "</tr>"
