@@ -100,12 +100,12 @@ def _distance(a, b) -> float:
 
 _CSS = """
 .rcteach-static-explorer{border:1px solid #ddd;border-radius:4px;padding:.6em .8em;margin:.5em 0}
-.rcteach-static-controls{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,300px),1fr));gap:.2em 1.2em}
+.rcteach-static-controls{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,400px),1fr));gap:.2em 1.2em}
 .rcteach-static-control{display:flex;align-items:center;gap:.6em;margin:0}
-.rcteach-static-control span{flex:0 0 9.5em;font-size:.9em}
+.rcteach-static-control span{flex:0 0 9em;font-size:.9em}
 .rcteach-static-control input[type=range],.rcteach-static-control select{flex:1 1 auto;min-width:6em}
 .rcteach-static-control input[type=checkbox]{margin-right:auto}
-.rcteach-static-control output{flex:0 0 5.5em;font-size:.9em;font-variant-numeric:tabular-nums}
+.rcteach-static-control output{flex:0 0 4.5em;font-size:.9em;font-variant-numeric:tabular-nums}
 .rcteach-static-control:has(:disabled){opacity:.45}
 .rcteach-static-note{font-size:.85em;color:#555;margin:.4em 0}
 .rcteach-static-explorer img{width:100%;height:auto;display:block}
@@ -125,7 +125,7 @@ def view(explorer, dpi=DPI) -> str:
     script = resources.files(__package__).joinpath("precomputed.js").read_text(encoding="utf-8")
     return (f'<div class="rcteach-static-explorer"><style>{_CSS}</style><b>{html.escape(explorer.title)}</b>'
             f'<div class="rcteach-static-controls">{"".join(fields)}</div>'
-            f'<p class="rcteach-static-note">{NOTE[0].upper() + NOTE[1:]}. Fixed here: {fixed}.</p>'
+            f'<p class="rcteach-static-note">Figures {NOTE}. Fixed here: {fixed}.</p>'
             f'<img alt="{html.escape(explorer.title)} figure" src="data:image/png;base64,{images[first]}">'
             f'<script type="application/json" class="rcteach-static-data">{data}</script>'
             f"<script>{script}</script></div>")
