@@ -106,6 +106,7 @@ _CSS = """
 .rcteach-static-control input[type=range],.rcteach-static-control select{flex:1 1 auto;min-width:6em}
 .rcteach-static-control input[type=checkbox]{margin-right:auto}
 .rcteach-static-control output{flex:0 0 4.5em;font-size:.9em;font-variant-numeric:tabular-nums}
+.rcteach-static-control select~output,.rcteach-static-control input[type=checkbox]~output{display:none}
 .rcteach-static-control:has(:disabled){opacity:.45}
 .rcteach-static-note{font-size:.85em;color:#555;margin:.4em 0}
 .rcteach-static-explorer img{width:100%;height:auto;display:block}

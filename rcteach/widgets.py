@@ -38,7 +38,8 @@ from .masks import MASK_KINDS
 __all__ = ["Explorer", "spectrum_explorer", "width_explorer", "depth_explorer", "mask_explorer"]
 
 #: names that lived here before the split, now in rcteach.explorers (``MODELS`` is ``ATTENTION``)
-_MOVED = {name: name for name in ex.__all__} | {"MODELS": "ATTENTION", "_png": "png"}
+_MOVED = {name: name for name in ex.__all__ if name.endswith(("Data", "_data", "_figure"))}
+_MOVED |= {"MODELS": "ATTENTION", "_png": "png"}
 
 
 def __getattr__(name):
