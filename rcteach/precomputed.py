@@ -38,7 +38,7 @@ def around(value, values) -> tuple:
 
 
 def _label(control, value) -> str:
-    if isinstance(control, ipywidgets.widgets.widget_selection._Selection):
+    if isinstance(control, ipywidgets.Dropdown):
         return control._options_labels[control._options_values.index(value)]
     if isinstance(value, tuple):
         return "–".join(_label(control, v) for v in value)
@@ -77,7 +77,7 @@ def _control_html(name, control, values, start) -> tuple[str, dict]:
             raise ValueError(f"the grid of the checkbox {name!r} must be (False, True), got {values}")
         field = f'<input type="checkbox" {attrs}{" checked" if pos else ""}>'
         kind = "checkbox"
-    elif isinstance(control, ipywidgets.widgets.widget_selection._Selection):
+    elif isinstance(control, ipywidgets.Dropdown):
         options = "".join(f'<option value="{i}"{" selected" if i == pos else ""}>{html.escape(lab)}</option>'
                           for i, lab in enumerate(labels))
         field = f"<select {attrs}>{options}</select>"
