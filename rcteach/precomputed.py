@@ -24,7 +24,7 @@ import ipywidgets
 
 from .explorers import png
 
-__all__ = ["STATIC_BOOK", "DPI", "NOTE", "around", "precompute", "view"]
+__all__ = ["STATIC_BOOK", "DPI", "COLORS", "NOTE", "around", "precompute", "view"]
 
 STATIC_BOOK = "RCTEACH_STATIC_BOOK"  # set (to anything non-empty): explorers display precomputed views
 DPI = 100  # the static figures are 10-13 in wide: 1000-1300 px for the book's ~750 px column
@@ -76,18 +76,15 @@ def _control_html(name, control, values, start) -> tuple[str, dict]:
         if list(values) != [False, True]:
             raise ValueError(f"the grid of the checkbox {name!r} must be (False, True), got {values}")
         field = f'<input type="checkbox" {attrs}{" checked" if pos else ""}>'
-        kind = "checkbox"
     elif isinstance(control, ipywidgets.Dropdown):
         options = "".join(f'<option value="{i}"{" selected" if i == pos else ""}>{html.escape(lab)}</option>'
                           for i, lab in enumerate(labels))
         field = f"<select {attrs}>{options}</select>"
-        kind = "select"
     else:
         field = f'<input type="range" min="0" max="{len(values) - 1}" step="1" value="{pos}" {attrs}>'
-        kind = "range"
     text = html.escape(control.description)
     return (f'<label class="rcteach-static-control"><span>{text}</span>{field}<output>{html.escape(labels[pos])}'
-            "</output></label>"), dict(name=name, kind=kind, n=len(values), labels=labels, start=pos)
+            "</output></label>"), dict(name=name, n=len(values), labels=labels, start=pos)
 
 
 def _distance(a, b) -> float:
@@ -122,7 +119,7 @@ def view(explorer, dpi=DPI) -> str:
     first = index[_flat([s["start"] for s in specs], specs)]
     fixed = ", ".join(f"{html.escape(w.description)}: {html.escape(_label(w, w.value))}"
                       for name, w in explorer.controls.items() if name not in explorer.grid and not w.disabled)
-    data = json.dumps(dict(controls=specs, index=index, images=images), separators=(",", ":"))
+    data = json.dumps(dict(controls=specs, index=index, images=images), separators=(",", ":")).replace("</", "<\\/")
     script = resources.files(__package__).joinpath("precomputed.js").read_text(encoding="utf-8")
     return (f'<div class="rcteach-static-explorer"><style>{_CSS}</style><b>{html.escape(explorer.title)}</b>'
             f'<div class="rcteach-static-controls">{"".join(fields)}</div>'
