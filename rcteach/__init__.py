@@ -80,8 +80,9 @@ __all__ = [
 
 
 def __getattr__(name):
-    """``rcteach.widgets`` (needs ipywidgets) and ``rcteach.models`` (needs transformers) load on first use."""
-    if name in ("widgets", "models"):
+    """``rcteach.widgets`` (needs ipywidgets), ``rcteach.explorers`` (its figures) and ``rcteach.models``
+    (needs transformers) load on first use."""
+    if name in ("widgets", "explorers", "models"):
         import importlib
 
         return importlib.import_module(f".{name}", __name__)

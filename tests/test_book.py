@@ -6,6 +6,7 @@ The book is built once per test session, by the module fixture below; the build 
 tests live in this one module so that ``pytest -n 2 --dist loadscope`` runs them in one worker.
 """
 
+import os
 import re
 import subprocess
 import sys
@@ -53,7 +54,11 @@ def test_chapters_are_labelled_linked_and_checked_in_one_call():
 
 @pytest.fixture(scope="module")
 def built_book(tmp_path_factory):
-    """Vendor the front-end files (``make vendor``), build the book once; the build's result."""
+    """Vendor the front-end files (``make vendor``), build the book once; the build's result.
+
+    ``RCTEACH_BOOK_HTML=path/to/_build/html`` tests a book built already (no build here)."""
+    if os.environ.get("RCTEACH_BOOK_HTML"):
+        return subprocess.CompletedProcess([], 0, "", ""), Path(os.environ["RCTEACH_BOOK_HTML"]).resolve()
     vendor = subprocess.run(["make", "-C", str(ROOT), "vendor"], capture_output=True, text=True, timeout=600)
     assert vendor.returncode == 0, "make vendor failed:\n" + vendor.stdout[-3000:] + vendor.stderr[-3000:]
     out = tmp_path_factory.mktemp("book")
@@ -145,8 +150,8 @@ def test_every_page_renders_offline_in_a_browser(built_book):
             for explorer in page.locator(".rcteach-explorer").all():
                 if explorer.locator("img").count() != 1 or "ms" not in explorer.inner_text():
                     problems.append(f"{name}: an explorer without its figure or status")
-            if name in EXPLORER_CHAPTERS and not n_views:
-                problems.append(f"{name}: no saved view of {EXPLORER_CHAPTERS[name]}")
+            if name in EXPLORER_CHAPTERS and page.locator(".rcteach-static-explorer img").count() != 1:
+                problems.append(f"{name}: no precomputed view of {EXPLORER_CHAPTERS[name]}")
             main = page.evaluate("(() => { const m = document.querySelector('main').cloneNode(true);"
                                  " m.querySelectorAll('pre, code, .cell_input').forEach(e => e.remove());"
                                  " return m.innerText; })()")
@@ -182,6 +187,22 @@ def test_every_chapter_offers_a_clean_notebook_download(built_book):
         assert notebook.metadata["kernelspec"]["name"] == "python3" and "jupytext" not in notebook.metadata
 
 
+MB = 1e6
+PAGE_BUDGET, BOOK_BUDGET = 4 * MB, 60 * MB  # issue #19: an explorer adds <= 4 MB to its page; the book <= 60 MB
+
+
+@pytest.mark.book
+def test_book_and_explorer_pages_within_their_size_budget(built_book):
+    html = _built(built_book)
+    total = sum(f.stat().st_size for f in html.rglob("*") if f.is_file())
+    assert total <= BOOK_BUDGET, f"_build/html is {total / MB:.1f} MB"
+    for name in EXPLORER_CHAPTERS:
+        text = (html / f"{name}.html").read_text(encoding="utf-8")
+        views = re.findall(r'<div class="rcteach-static-explorer">.*?</script></div>', text, re.S)
+        assert len(views) == 1, f"{name}: {len(views)} precomputed views"
+        assert len(views[0].encode()) <= PAGE_BUDGET, f"{name}: the explorer adds {len(views[0]) / MB:.1f} MB"
+
+
 @pytest.mark.book
 @needs_browser
 def test_download_menu_and_collapsed_solutions_in_a_browser(built_book):
@@ -210,4 +231,47 @@ def test_download_menu_and_collapsed_solutions_in_a_browser(built_book):
                 if not cell["toggle"] or cell["open"] or cell["outputs"] != cell["inside"] or cell["shown"]:
                     problems.append(f"{name}: solution cell {i} not collapsed with its outputs: {cell}")
         browser.close()
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.book
+@needs_browser
+def test_explorers_move_in_the_static_book(built_book):
+    """On each explorer page, offline: moving the first slider changes the figure, the maths renders,
+    the page says the figures are precomputed, and no request leaves the machine."""
+    from playwright.sync_api import sync_playwright
+
+    html = _built(built_book)
+    problems, outside = [], []
+    with sync_playwright() as p:
+        browser = launch(p)
+        for width in (1400, 800):  # the book's full width, and a narrow window
+            context = browser.new_context(viewport={"width": width, "height": 1000})
+            context.route("**/*", lambda r: r.continue_() if r.request.url.startswith(("file:", "data:"))
+                          else (outside.append(r.request.url), r.abort()))
+            for name in EXPLORER_CHAPTERS:
+                page = context.new_page()
+                page.goto((html / f"{name}.html").as_uri(), wait_until="load")
+                view = page.locator(".rcteach-static-explorer").first
+                slider = view.locator("input[type=range]:not([disabled])").first
+                img = view.locator("img")
+                before = img.get_attribute("src")
+                slider.focus()
+                page.keyboard.press("ArrowRight" if slider.input_value() == "0" else "ArrowLeft")
+                if img.get_attribute("src") == before:
+                    problems.append(f"{name} at {width} px: moving the first slider left the figure")
+                track = slider.bounding_box()["width"]
+                if track < 150:
+                    problems.append(f"{name} at {width} px: slider track {track:.0f} px")
+                if "precomputed in the static book; run the chapter in JupyterLab" not in view.inner_text():
+                    problems.append(f"{name}: no note that the figures are precomputed")
+                page.wait_for_function("window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=30000)
+                page.evaluate("MathJax.startup.promise")
+                if not page.locator("mjx-container").count() or page.evaluate(
+                        "Array.from(document.querySelectorAll('.math')).some(e => !e.querySelector('mjx-container'))"):
+                    problems.append(f"{name}: maths not rendered")
+                page.close()
+            context.close()
+        browser.close()
+    problems += [f"tried to reach the network: {url}" for url in outside]
     assert not problems, "\n".join(problems)

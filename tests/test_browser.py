@@ -139,6 +139,8 @@ def test_jupyterlab_runs_a_chapter_and_a_slider_changes_the_figure(lab):
         img = explorer.locator(".widget-output img, .jp-OutputArea img").first
         img.wait_for(timeout=30000)
         before = img.get_attribute("src")
+        track = explorer.locator(".widget-slider .slider-container").first.bounding_box()["width"]
+        assert track >= 150, f"the first slider's track is {track:.0f} px wide"  # the controls fill their cells
         handle = explorer.locator(".widget-slider .noUi-handle").first
         handle.focus()
         page.keyboard.press("ArrowRight")  # one step, then release: the explorer updates on change

@@ -1,0 +1,106 @@
+"""The depth explorer's data and figure: mu, stable ranks and norm per layer of a stack of attention layers."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import _validate, theory
+from ..attention import LN2
+from ..depth import propagate
+from ..plotting import axes
+from ..tokens import orthonormal_tokens
+from ._common import figure, log_scale, positive, to_numpy
+
+
+@dataclass(frozen=True)
+class DepthData:
+    """Per-layer measurements of a stack of attention layers (:func:`rcteach.propagate`).
+
+    ``mu``, ``stable_rank`` (Frobenius), ``stable_rank_gram`` (Gram), ``norm``: (depth + 1, seeds).
+    ``predicted_mu`` (depth + 1,) the root-mean-square prediction mu_0 (kappa c/T)^{l/2}
+    (:func:`rcteach.theory.depth_mu_factor`, kappa = sigma_V^2 d for Gaussian values, 1 otherwise),
+    or None where it does not apply (query-key attention, a skip or a norm).
+    """
+
+    params: dict
+    mu: np.ndarray
+    stable_rank: np.ndarray
+    stable_rank_gram: np.ndarray
+    norm: np.ndarray
+    predicted_mu: np.ndarray | None
+
+
+def depth_data(depth=12, *, T=32, d=64, attention="iid", s2=LN2, centred=False, norm=None, skip=False,
+               values="gaussian", value_scale=1.0, seeds=8, seed=0, device=None) -> DepthData:
+    """Propagate ``seeds`` batches of T orthonormal tokens in R^d through ``depth`` layers.
+
+    Parameters
+    ----------
+    depth : int >= 0
+    T, d : int
+        Tokens and width, 2 <= T <= d (orthonormal inputs, :func:`rcteach.orthonormal_tokens`).
+    attention, s2, centred, norm, skip, values
+        As in :func:`rcteach.propagate`.
+    value_scale : float > 0
+        sigma_V^2 d for Gaussian values (``value_var = value_scale / d``): 1 keeps ||X||_F in
+        expectation with attention A.
+    seeds : int >= 1
+        Independent networks, batched.
+    seed : int
+        Randomness (tokens from ``seed``, the layers from ``seed + 1``).
+    """
+    T = _validate.integer("T", T, minimum=2)
+    d = _validate.integer("d", d, minimum=1)
+    s2 = _validate.real("s2", s2, minimum=0.0)
+    value_scale = _validate.real("value_scale", value_scale, positive=True)
+    seeds = _validate.integer("seeds", seeds, minimum=1)
+    seed = _validate.integer("seed", seed)
+    X0 = orthonormal_tokens(T, d, batch=seeds, seed=seed, device=device)  # (seeds, T, d)
+    traj = propagate(X0, depth, attention=attention, s2=s2, centred=centred, norm=norm, skip=skip, values=values,
+                     value_var=value_scale / d, seed=seed + 1)
+    mu = to_numpy(traj.mu)
+    predicted = None
+    if attention == "iid" and norm is None and skip is False:
+        # E mu^2(A X W) = (c/T) kappa mu^2(X) for A independent of X (P A = P A_perp, any centring)
+        factor = theory.depth_mu_factor(T, s2) * (value_scale if values == "gaussian" else 1.0)
+        predicted = math.sqrt(float(np.mean(mu[0] ** 2))) * factor ** (np.arange(traj.depth + 1) / 2)
+    return DepthData(
+        params=dict(depth=traj.depth, T=T, d=d, attention=attention, s2=s2, centred=centred, norm=norm, skip=skip,
+                    values=values, value_scale=value_scale, seeds=seeds, seed=seed),
+        mu=mu,
+        stable_rank=to_numpy(traj.stable_rank),
+        stable_rank_gram=to_numpy(traj.stable_rank_gram),
+        norm=to_numpy(traj.norm),
+        predicted_mu=predicted,
+    )
+
+
+def depth_figure(data: DepthData):
+    """mu, both stable ranks and ||X||_F per layer (median over the draws, and each draw faintly)."""
+    p = data.params
+    fig, (ax_mu, ax_sr, ax_n) = figure(3, (12.5, 4.4), left=0.85, top=0.8, wspace=0.33)
+    layers = np.arange(p["depth"] + 1)
+    fig.suptitle(f"{p['attention']} attention{' (centred)' if p['centred'] else ''}, norm: {p['norm'] or 'none'}, "
+                 f"skip: {'yes' if p['skip'] else 'no'}, values: {p['values']}, T={p['T']}, d={p['d']}, "
+                 f"s²={p['s2']:.3g}" + (f", σ_V²d={p['value_scale']:.3g}" if p["values"] == "gaussian" else ""))
+    axes("Distance to consensus", "layer ℓ", "μ(X_ℓ) = ‖P X_ℓ‖_F", ax=ax_mu)
+    ax_mu.plot(layers, positive(data.mu), color="C0", alpha=0.15, lw=0.8)
+    ax_mu.plot(layers, positive(np.median(data.mu, 1)), "o-", color="C0", ms=3, label="median over draws")
+    if data.predicted_mu is not None:
+        ax_mu.plot(layers, data.predicted_mu, "k--", label=r"predicted $\mu_0\,(\kappa c/T)^{\ell/2}$")
+    log_scale(ax_mu, "y")
+    ax_mu.legend(loc="lower left", fontsize="small")
+    axes("Stable ranks", "layer ℓ", "stable rank of X_ℓ", ax=ax_sr)
+    ax_sr.plot(layers, np.nanmedian(data.stable_rank, 1), "o-", ms=3, label="Frobenius Σs²/s₁²")
+    ax_sr.plot(layers, np.nanmedian(data.stable_rank_gram, 1), "s-", ms=3, label="Gram Σs⁴/s₁⁴")
+    ax_sr.set_ylim(bottom=0)
+    ax_sr.legend(loc="upper right", fontsize="small")
+    axes("Norm", "layer ℓ", "‖X_ℓ‖_F", ax=ax_n)
+    ax_n.plot(layers, positive(data.norm), color="C2", alpha=0.15, lw=0.8)
+    ax_n.plot(layers, positive(np.median(data.norm, 1)), "o-", color="C2", ms=3, label="median over draws")
+    log_scale(ax_n, "y")
+    ax_n.legend(loc="best", fontsize="small")
+    return fig

@@ -1,0 +1,109 @@
+"""The spectrum explorer's data and figure: eigenvalues and singular values of one attention matrix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .. import _validate, theory
+from ..attention import ACTIVATIONS, LN2, attention_map, random_attention
+from ..logits import random_qk_logits
+from ..metrics import spectrum
+from ..plotting import axes, plot_spectrum
+from ._common import figure, log_scale, renamed, to_numpy
+
+ATTENTION = ("iid", "qk")  # the attention models: i.i.d. logits, or query-key logits on orthonormal tokens
+
+
+@dataclass(frozen=True)
+class SpectrumData:
+    """Eigenvalues and singular values of one random attention matrix, with the predictions.
+
+    ``eigenvalues`` (T,) complex, by decreasing modulus; ``singular_values`` (T,) decreasing;
+    ``predicted_radius`` the bulk radius sqrt(Var f(g) / T) (:func:`rcteach.theory.map_bulk_radius`,
+    sqrt(c/T) for softmax); ``predicted_outlier`` E f(g) (:func:`rcteach.theory.outlier`, 1 for
+    softmax), 0 when centred (A_perp 1 = 0 exactly); ``predicted_edge`` the upper edge
+    2 sqrt(Var f / T) of the singular values of A_perp (quarter-circle law).
+    """
+
+    params: dict
+    eigenvalues: np.ndarray
+    singular_values: np.ndarray
+    predicted_radius: float
+    predicted_outlier: float
+    predicted_edge: float
+
+
+def spectrum_data(T=256, s2=LN2, *, activation="softmax", bias=0.0, centred=False, attention="iid", d_qk=64, seed=0,
+                  device=None, model=None) -> SpectrumData:
+    """Spectrum of one T x T attention matrix and its predicted bulk circle and outlier.
+
+    Parameters
+    ----------
+    T : int >= 2
+        Tokens.
+    s2 : float >= 0
+        Logit variance; c = e^{s2} - 1.
+    activation : {"softmax", "relu", "sigmoid"}
+        The map (:func:`rcteach.attention_map`); ``bias`` applies to ``"sigmoid"`` only.
+    centred : bool
+        Use A_perp (row means removed, :func:`rcteach.centre`): the outlier goes to 0.
+    attention : {"iid", "qk"}
+        ``"iid"``: :func:`rcteach.random_attention`.  ``"qk"``: logits (X W_Q)(X W_K)^T / sqrt(d_qk)
+        of T orthonormal tokens in R^T, W_Q, W_K with i.i.d. N(0, sqrt(s2)) entries, so every
+        logit has variance s2 (:func:`rcteach.theory.logit_variance`) but the logit matrix has
+        rank <= d_qk.
+    d_qk : int >= 1
+        Query-key width (``attention="qk"`` only).
+    seed : int
+        Randomness: the same seed gives the same matrix.
+    model : deprecated name of ``attention``.
+
+    Returns
+    -------
+    SpectrumData
+    """
+    T = _validate.integer("T", T, minimum=2)
+    s2 = _validate.real("s2", s2, minimum=0.0)
+    activation = _validate.choice("activation", activation, ACTIVATIONS)
+    centred = _validate.flag("centred", centred)
+    if model is not None:
+        attention = renamed("model", "attention", model)
+    attention = _validate.choice("attention", attention, ATTENTION)
+    d_qk = _validate.integer("d_qk", d_qk, minimum=1)
+    seed = _validate.integer("seed", seed)
+    bias = _validate.bias(activation, bias)
+    if attention == "iid":
+        A = random_attention(T, s2, activation=activation, bias=bias, centred=centred, seed=seed, device=device)
+    else:
+        sigma = s2**0.25  # sigma_q^2 sigma_k^2 r^4 = s2 for unit tokens
+        logits = random_qk_logits(T, T, d_qk, token_norm_sq=1.0, sigma_q=sigma, sigma_k=sigma, seed=seed, device=device)
+        A = attention_map(logits, activation=activation, bias=bias, centred=centred)  # (T, T)
+    radius = theory.map_bulk_radius(T, activation, s2, bias)
+    return SpectrumData(
+        params=dict(T=T, s2=s2, activation=activation, bias=bias, centred=centred, attention=attention, d_qk=d_qk, seed=seed),
+        eigenvalues=to_numpy(spectrum(A)),
+        singular_values=to_numpy(torch.linalg.svdvals(A)),
+        predicted_radius=radius,
+        predicted_outlier=0.0 if centred else theory.outlier(activation, s2, bias),
+        predicted_edge=2.0 * radius,
+    )
+
+
+def spectrum_figure(data: SpectrumData):
+    """Left: eigenvalues in the complex plane, predicted circle and outlier.  Right: singular values."""
+    p = data.params
+    fig, (ax_e, ax_s) = figure(2, (10.0, 4.2))
+    name = ("A⊥" if p["centred"] else "A") + f" ({p['activation']}, {'i.i.d.' if p['attention'] == 'iid' else 'QKᵀ, d_qk=%d' % p['d_qk']})"
+    plot_spectrum(data.eigenvalues, radius=data.predicted_radius, outlier=data.predicted_outlier, ax=ax_e,
+                  title=f"Eigenvalues of {name}, T={p['T']}, s²={p['s2']:.3g}")
+    k = np.arange(1, data.singular_values.size + 1)
+    axes(f"Singular values of {name}", "index k", "σ_k (log scale)", ax=ax_s)
+    ax_s.plot(k, np.maximum(data.singular_values, 1e-18), ".", ms=3, label="singular values")
+    log_scale(ax_s, "y")
+    ax_s.axhline(data.predicted_edge, color="k", ls="--", lw=1,
+                 label=f"predicted bulk edge 2√(Var f/T) = {data.predicted_edge:.3g}")
+    ax_s.legend(loc="upper right", fontsize="small")
+    return fig

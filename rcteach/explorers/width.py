@@ -1,0 +1,104 @@
+"""The width explorer's data and figure: stable ranks of one layer's output against T."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import _validate, theory
+from ..attention import LN2
+from ..plotting import axes
+from ..width import width_stable_ranks
+from ._common import figure, log_scale, to_numpy
+
+
+@dataclass(frozen=True)
+class WidthData:
+    """Stable ranks of one layer's output against T, for A and A_perp, with the predictions.
+
+    ``T`` (n,) the token counts; ``stable_rank``, ``stable_rank_centred`` (n, seeds) the stable
+    ranks of A X0 W_V and A_perp X0 W_V (:func:`rcteach.width.width_stable_ranks`, the definition in
+    ``params["gram"]``); ``predicted`` (n,) the limit for A: 1 + c (Frobenius,
+    :func:`rcteach.theory.width_stable_rank`) or 1 (Gram: the spike's s_1^4 dominates);
+    ``predicted_centred`` (n,) slope * T (:func:`rcteach.theory.centred_width_slope`, or
+    ``centred_width_slope_gram``).
+    """
+
+    params: dict
+    T: np.ndarray
+    stable_rank: np.ndarray
+    stable_rank_centred: np.ndarray
+    predicted: np.ndarray
+    predicted_centred: np.ndarray
+
+
+def width_data(T_range=(16, 128), gamma=0.5, s2=LN2, *, gram=False, points=6, seeds=4, seed=0, device=None) -> WidthData:
+    """Stable ranks of A X0 W_V and A_perp X0 W_V (i.i.d. model) at ``points`` values of T.
+
+    Parameters
+    ----------
+    T_range : (int, int)
+        Smallest and largest T (>= 2); the T values are ``points`` geometrically spaced integers.
+    gamma : float > 0
+        gamma = T / d, fixed along the curve (the width grows with T).
+    s2 : float >= 0
+        Logit variance.
+    gram : bool
+        False: Frobenius stable rank sum s_i^2 / s_1^2; True: Gram stable rank sum s_i^4 / s_1^4.
+    points, seeds : int >= 1
+        Number of T values; draws per T (batched).
+    seed : int
+        Randomness (T value k uses seed + k).
+    """
+    try:
+        lo, hi = T_range
+    except (TypeError, ValueError) as err:
+        raise TypeError("T_range must be a pair (smallest T, largest T)") from err
+    lo = _validate.integer("T_range[0]", lo, minimum=2)
+    hi = _validate.integer("T_range[1]", hi, minimum=2)
+    if hi < lo:
+        raise ValueError(f"T_range must be increasing, got {T_range}")
+    gamma = _validate.real("gamma", gamma, positive=True)
+    s2 = _validate.real("s2", s2, minimum=0.0)
+    gram = _validate.flag("gram", gram)
+    points = _validate.integer("points", points, minimum=1)
+    seeds = _validate.integer("seeds", seeds, minimum=1)
+    seed = _validate.integer("seed", seed)
+    Ts = np.unique(np.geomspace(lo, hi, points).round().astype(int))  # (n,)
+    sr, sr_c = [], []
+    for k, T in enumerate(Ts):
+        T = int(T)
+        sr.append(to_numpy(width_stable_ranks(T, gamma, s2, seeds=seeds, gram=gram, seed=seed + k, device=device)))
+        sr_c.append(to_numpy(width_stable_ranks(T, gamma, s2, seeds=seeds, gram=gram, centred=True, seed=seed + k,
+                                              device=device)))
+    limit = 1.0 if gram else theory.width_stable_rank(s2)
+    slope = theory.centred_width_slope_gram(gamma) if gram else theory.centred_width_slope(gamma)
+    return WidthData(
+        params=dict(T_range=(lo, hi), gamma=gamma, s2=s2, gram=gram, points=points, seeds=seeds, seed=seed),
+        T=Ts,
+        stable_rank=np.stack(sr),
+        stable_rank_centred=np.stack(sr_c),
+        predicted=np.full(Ts.shape, limit),
+        predicted_centred=slope * Ts,
+    )
+
+
+def width_figure(data: WidthData):
+    """Stable rank against T: left A X0 W_V (flat), right A_perp X0 W_V (linear in T)."""
+    p = data.params
+    which = "Gram stable rank Σs⁴/s₁⁴" if p["gram"] else "Frobenius stable rank Σs²/s₁²"
+    fig, (ax_a, ax_c) = figure(2, (10.0, 4.0))
+    for ax, sr, pred, name, lab in (
+        (ax_a, data.stable_rank, data.predicted, "A X₀W_V", "predicted limit " + ("1" if p["gram"] else "1 + c")),
+        (ax_c, data.stable_rank_centred, data.predicted_centred, "A⊥X₀W_V", "predicted slope × T"),
+    ):
+        axes(f"{name}: γ={p['gamma']:.3g}, s²={p['s2']:.3g}", "T (tokens)", which, ax=ax)
+        ax.plot(np.repeat(data.T, sr.shape[1]), sr.ravel(), ".", alpha=0.4, label=f"{p['seeds']} draws per T")
+        ax.plot(data.T, sr.mean(1), "o-", label="mean")
+        ax.plot(data.T, pred, "k--", label=lab)
+        log_scale(ax, "x")
+        ax.legend(loc="upper left", fontsize="small")
+    ax_a.set_ylim(bottom=0)
+    log_scale(ax_c, "y")
+    return fig
