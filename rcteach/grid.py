@@ -173,13 +173,16 @@ def centred_softmax(logits, log_scale=None) -> tuple[torch.Tensor, torch.Tensor]
     ell = logits / m[..., None, None]  # max |ell| = 1
     log_x = log_scale.to(torch.float64) + m.to(torch.float64).log()
     x = log_x.clamp(max=math.log(torch.finfo(dt).max) - 2).exp().to(dt)[..., None, None]
-    large = torch.softmax(x * ell, dim=-1) - 1.0 / T
-    E = torch.expm1(x.clamp(max=1.0) * ell)
-    middle = (E - E.mean(-1, keepdim=True)) / (T + E.sum(-1, keepdim=True)) / x.clamp(max=1.0)
-    small = (ell - ell.mean(-1, keepdim=True)) / T
-    eps = math.log(torch.finfo(dt).eps)
-    regime = torch.where(log_x > 0, 2, torch.where(log_x >= eps, 1, 0))[..., None, None]
-    B = torch.where(regime == 2, large, torch.where(regime == 1, middle, small))
+    large, small = log_x > 0, log_x < math.log(torch.finfo(dt).eps)
+    middle = ~(large | small)
+    B = torch.empty_like(ell)
+    if large.any():
+        B[large] = torch.softmax(x[large] * ell[large], dim=-1) - 1.0 / T
+    if middle.any():
+        E = torch.expm1(x[middle] * ell[middle])
+        B[middle] = (E - E.mean(-1, keepdim=True)) / (T + E.sum(-1, keepdim=True)) / x[middle]
+    if small.any():
+        B[small] = (ell[small] - ell[small].mean(-1, keepdim=True)) / T
     return B, torch.where(log_x > 0, torch.zeros_like(log_x), log_x)
 
 
@@ -251,8 +254,9 @@ def _layernorm(Z, O, T) -> torch.Tensor:
 
 def _metrics(Z, log_norm) -> dict:
     """The four metrics (module doc) of states Z (n, T, p) with ||Z||_F = 1."""
-    Z = Z.to(torch.float64)  # float32 eigvalsh can fail to converge on a nearly rank-one Gram matrix
-    lam = torch.linalg.eigvalsh(Z @ Z.mT).clamp_min(0)  # (n, T) ascending
+    S = (Z @ Z.mT).to(torch.float64)  # float32 eigvalsh can fail to converge on a nearly rank-one Gram matrix
+    lam = torch.linalg.eigvalsh(S).clamp_min(0)  # (n, T) ascending
+    Z = Z.to(torch.float64)
     top = lam[:, -1]
     return {"stable_rank": lam.sum(-1) / top, "stable_rank_gram": lam.square().sum(-1) / top.square(),
             "relative_mu": Z[:, 1:].norm(dim=(-2, -1)) / Z.norm(dim=(-2, -1)),
@@ -260,7 +264,13 @@ def _metrics(Z, log_norm) -> dict:
 
 
 def _run(names, T, d, depth, seeds, seed, authors_skip, dtype, device) -> dict:
-    """One attention family (all "iid"/"identity" or all "qk" configurations) at (T, d): metrics (n_cfg, depth, seeds)."""
+    """One group of configurations with the same attention family and the same skip-or-not, at (T, d).
+
+    Returns {metric: (n_cfg, depth, seeds)}.  With a skip the e^perp part is reduced back to k
+    columns by a QR decomposition after each layer (when d - 1 > k); without one the new e^perp
+    part is A H L with L a Bartlett factor of all d - 1 columns of W_V, so the width grows by one
+    a layer (up to d - 1) and no decomposition is needed.
+    """
     cfgs = [CONFIGS[n] for n in names]
     gens = []
     for name in names:
@@ -268,28 +278,26 @@ def _run(names, T, d, depth, seeds, seed, authors_skip, dtype, device) -> dict:
         g.manual_seed(point_seed({"config": name, "T": T, "d": d}, seed))
         gens.append(g)
     n = len(cfgs) * seeds
-    k = min(T, d - 1)
-    r, p = d - 1 - k, k + 1
 
-    def per(f, kind=dtype):
+    def per(f, kind=torch.bool):
         return torch.tensor([f(c) for c in cfgs for _ in range(seeds)], dtype=kind, device=device)
 
-    centred = per(lambda c: c.centred, torch.bool)
-    keep_x = per(lambda c: c.skip is not None, torch.bool)
+    centred = per(lambda c: c.centred)
+    plain = (~centred).nonzero()[:, 0]
     log_a = per(lambda c: -0.5 * math.log(d) if c.skip == "upscaled" else 0.0, torch.float64)
-    ln = per(lambda c: c.layernorm, torch.bool)
-    doubled = per(lambda c: authors_skip and c.skip == "plain", torch.bool)
-    identity = per(lambda c: c.attention == "identity", torch.bool)
+    ln = per(lambda c: c.layernorm).nonzero()[:, 0]
+    identity = per(lambda c: c.attention == "identity").nonzero()[:, 0]
+    skip = cfgs[0].skip is not None
+    doubled = per(lambda c: authors_skip and c.skip == "plain", torch.float64) * math.log(2.0)
     qk = cfgs[0].attention == "qk"
 
     O = _Rotation(T, dtype, device)
-    e0 = torch.zeros(T, T, dtype=dtype, device=device)
-    e0[0, 0] = 1.0
-    eye = torch.eye(T, dtype=dtype, device=device)
-    Z = O(_initial(gens, seeds, T, d, k, dtype, device)) / math.sqrt(T)  # (n, T, p), ||Z|| = 1
+    k = min(T, d - 1)
+    Z = O(_initial(gens, seeds, T, d, k, dtype, device)) / math.sqrt(T)  # (n, T, k + 1), ||Z|| = 1
     log_norm = torch.full((n,), 0.5 * math.log(T), dtype=torch.float64, device=device)
     out = []
     for _ in range(depth):
+        p = Z.shape[-1]  # 1 + k: the e column and k directions of e^perp
         if qk:  # logits (X W_Q)(X W_K)^T / sqrt(d) = kappa (H G)(C L)^T / d^1.5 up to row constants
             G = _draws(gens, seeds, (p, p), dtype, device)
             L = bartlett(p, d, gens=gens, seeds=seeds, dtype=dtype, device=device)
@@ -298,29 +306,34 @@ def _run(names, T, d, depth, seeds, seed, authors_skip, dtype, device) -> dict:
             B, log_att = centred_softmax((H @ G) @ (C @ L).mT / d ** 1.5, 2 * log_norm)
         else:
             B, log_att = centred_softmax(math.sqrt(LN2) * _draws(gens, seeds, (T, T), dtype, device))
-        At = O.conjugate(B)  # rotated A_perp / scale: first column is exactly zero
+        At = O.conjugate(B)  # rotated A_perp (over its scale): first column exactly zero
         At[:, :, 0] = 0.0
-        scale = torch.where(centred, 1.0, log_att.exp()).to(dtype)[:, None, None]
-        At = torch.where(centred[:, None, None], At, scale * At + e0)
-        At = torch.where(identity[:, None, None], eye, At)
+        if len(plain):  # A = 11^T/T + A_perp: rotated, e_0 e_0^T plus the scaled A_perp
+            At[plain] *= log_att[plain].exp().to(dtype)[:, None, None]
+            At[plain, 0, 0] = 1.0
+        At[identity] = torch.eye(T, dtype=dtype, device=device)
         log_term = log_a + torch.where(centred, log_att, 0.0)  # log of the factor on A X W_V
         Y = At @ Z  # (n, T, p)
-        W = [_draws(gens, seeds, (p, 1 + k), dtype, device)]  # e column and the state's k directions
-        if r:
-            W.append(bartlett(p, r, gens=gens, seeds=seeds, dtype=dtype, device=device))  # the other d - 1 - k
-        Y = Y @ torch.cat(W, dim=-1)  # (n, T, 1 + k [+ p])
-        coef = torch.where(keep_x, log_term.exp(), 1.0).to(dtype)[:, None, None]
-        Y = coef * Y
-        Y[..., :p] += torch.where(keep_x[:, None, None], Z, 0.0)
-        log_norm = torch.where(keep_x, log_norm, log_norm + log_term)
-        if r:  # rotate the e^perp part (width 2k + 1) back to k = T columns
-            R = torch.linalg.qr(Y[..., 1:].mT, mode="r")[1]  # (n, T, T)
-            Y = torch.cat([Y[..., :1], R.mT], dim=-1)
-        Y = torch.where(ln[:, None, None], _layernorm(Y, O, T), Y)
+        if skip:  # W_V's e column, its k state directions, the Bartlett factor of the other d - 1 - k
+            W = [_draws(gens, seeds, (p, p), dtype, device)]
+            if d - p:
+                W.append(bartlett(p, d - p, gens=gens, seeds=seeds, dtype=dtype, device=device))
+            Y = log_term.exp().to(dtype)[:, None, None] * (Y @ torch.cat(W, dim=-1))
+            Y[..., :p] += Z
+            if d - p:  # rotate the e^perp part (width 2k + 1) back to k = T columns
+                Y = torch.cat([Y[..., :1], torch.linalg.qr(Y[..., 1:].mT, mode="r")[1].mT], dim=-1)
+        else:  # W_V's e column, then the Bartlett factor of its d - 1 others (zero columns dropped)
+            W = torch.cat([_draws(gens, seeds, (p, 1), dtype, device),
+                           bartlett(p, d - 1, gens=gens, seeds=seeds, dtype=dtype, device=device)], dim=-1)
+            Y = (Y @ W)[..., :1 + min(p, d - 1)]
+            log_norm = log_norm + log_term
+        if len(ln):
+            Y[ln] = _layernorm(Y[ln], O, T)
         norm = Y.norm(dim=(-2, -1))
         Z = Y / norm[:, None, None]
-        log_norm = torch.where(ln, 0.5 * math.log(T * d), log_norm + norm.log().to(torch.float64))
-        log_norm = log_norm + doubled * math.log(2.0)
+        log_norm = log_norm + norm.log().to(torch.float64)
+        log_norm[ln] = 0.5 * math.log(T * d)
+        log_norm = log_norm + doubled
         out.append(_metrics(Z, log_norm))
     return {k_: torch.stack([o[k_] for o in out]).reshape(depth, len(cfgs), seeds).transpose(0, 1) for k_ in METRICS}
 
@@ -345,8 +358,10 @@ def simulate(T, gamma, configs="all", *, depth=10, seeds=5, seed=0, authors_skip
     device, dtype = resolve(device, dtype)
     out = {}
     for family in (("iid", "identity"), ("qk",)):
-        part = [n for n in names if CONFIGS[n].attention in family]
-        if part:
+        for skip in (False, True):
+            part = [n for n in names if CONFIGS[n].attention in family and (CONFIGS[n].skip is not None) == skip]
+            if not part:
+                continue
             res = _run(part, T, d, depth, seeds, seed, authors_skip, dtype, device)
             out.update({name: {m: res[m][i].cpu() for m in METRICS} for i, name in enumerate(part)})
     return {name: out[name] for name in names}
@@ -385,7 +400,7 @@ def run_grid(out, configs="all", *, T=None, gamma=None, depth=10, seeds=5, base_
     _validate.choice("dtype", dtype, ("float32", "float64"))
     force = _validate.flag("force", force)
     settings = _settings(configs=names, depth=depth, seeds=seeds, base_seed=base_seed, authors_skip=authors_skip,
-                         dtype=dtype)
+                         dtype=dtype, device=resolve(device)[0].type)
     os.makedirs(out, exist_ok=True)
     csv_path, meta_path = os.path.join(out, "depth.csv"), os.path.join(out, "depth.json")
     resume = True

@@ -47,8 +47,9 @@ def stable_rank(X, *, gram=False, method="exact") -> torch.Tensor:
     s = torch.linalg.svdvals(X)  # (*batch, min(m, n)), descending
     if not (s[..., 0] > 0).all():
         raise ValueError("X must be nonzero: the stable rank of a zero matrix is undefined")
-    p = s.square() if not gram else s.square().square()
-    return p.sum(-1) / p[..., 0]
+    r = s / s[..., :1]  # scale-free: s_i / s_1 in [0, 1] before squaring (no overflow at 1e200 X, no 0/0 at 1e-200 X)
+    p = r.square() if not gram else r.square().square()
+    return p.sum(-1)
 
 
 def mu(X) -> torch.Tensor:
