@@ -77,6 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--budget", type=float, default=None,
                        help="seconds: skip sizes predicted to overrun (default: none; 360 with --gpu-suite)")
     bench.add_argument("--csv", default=None, help="also write every section to this CSV file")
+    bench.add_argument("--grid", action="store_true",
+                       help="time the authors' 25-configuration grid (rcteach.grid), side by side with --official")
+    bench.add_argument("--official", default=None, metavar="PATH",
+                       help="with --grid: a checkout of the official Mind-the-Gap code, timed in the same run")
     bench.set_defaults(func=_bench)
 
     sweep = sub.add_parser("sweep", help="run the authors' 25-configuration depth grid (rcteach.grid) into OUT/depth.csv")
