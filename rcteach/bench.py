@@ -467,19 +467,20 @@ GRID_REFERENCE_S = 116.0
 """Seconds the official Mind-the-Gap code took for its README grid on one core (issue 16's measurement)."""
 
 
-def _grid_child(gamma: float, Ts: list[int], seeds: int, depth: int) -> None:
-    """In a fresh process: rcteach's whole grid at one gamma; prints JSON {points: [[T, d, cpu s]], nonfinite}."""
+def _grid_child(gammas: list[float], Ts: list[int], seeds: int, depth: int) -> None:
+    """In a fresh process: rcteach's whole grid; prints JSON {points: [[T, d, cpu s]], nonfinite}."""
     import json
 
     from . import grid
 
     torch.set_num_threads(1)
     points, bad = [], 0
-    for T in Ts:
-        start = time.process_time()
-        res = grid.simulate(T, gamma, "all", depth=depth, seeds=seeds, seed=0)
-        points.append([T, round(T / gamma), time.process_time() - start])
-        bad += sum(int((~torch.isfinite(v)).sum()) for m in res.values() for v in m.values())
+    for gamma in gammas:
+        for T in Ts:
+            start = time.process_time()
+            res = grid.simulate(T, gamma, "all", depth=depth, seeds=seeds, seed=0)
+            points.append([T, round(T / gamma), time.process_time() - start])
+            bad += sum(int((~torch.isfinite(v)).sum()) for m in res.values() for v in m.values())
     print(json.dumps({"points": points, "nonfinite": bad}))
 
 
@@ -527,13 +528,18 @@ def grid_side_by_side(official=None, *, T=None, gamma=None, seeds=5, depth=10, l
     """Time the authors' grid: rcteach (:mod:`rcteach.grid`, all 25 configurations, every layer) and, with
     ``official`` (a checkout of the Mind-the-Gap code), their ``stable_ranks.py`` on the same grid.
 
-    Every run is a fresh process with OMP_NUM_THREADS=1, one gamma at a time, the two codes
-    alternating (official, rcteach, official, ...) so that a drifting load hits both.  Reported per
-    side: CPU seconds of the process (user + sys, imports included: robust to a loaded machine), wall
-    seconds, peak RSS; for rcteach also the compute-only CPU time, the fitted exponents of its cost
-    time ~ T^p d^q over the grid points, and the count of non-finite values (the official count is
-    read from its CSVs).  Without ``official`` the ratio is to :data:`GRID_REFERENCE_S`.
+    Each run is a fresh process with OMP_NUM_THREADS=1, imports included: rcteach, then the official
+    code (their README command, one process), then rcteach again, so that a drifting load hits both
+    sides (rcteach's numbers are the mean of its two runs).  Reported per side: CPU seconds of the
+    process (user + sys: robust to a loaded machine), wall seconds, peak RSS; for rcteach also the
+    compute-only CPU time, the fitted exponents of its cost time ~ T^p d^q over the grid points (the
+    faster of the two runs per point), and the count of non-finite values (the official count is
+    read from its CSVs).  Without ``official``, one rcteach run, compared with :data:`GRID_REFERENCE_S`.
     """
+    import importlib.util
+    import json
+    import tempfile
+
     from . import grid
 
     Ts = list(grid.GRID["T"] if T is None else T)
@@ -541,49 +547,40 @@ def grid_side_by_side(official=None, *, T=None, gamma=None, seeds=5, depth=10, l
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+    if official is not None:
+        script = os.path.join(official, "stable_ranks.py")
+        if not os.path.exists(script):
+            raise ValueError(f"official must be a checkout of the Mind-the-Gap code with stable_ranks.py, got {official}")
     load_before = os.getloadavg()
-    ours = {"cpu_s": 0.0, "wall_s": 0.0, "peak_mb": 0.0, "compute_s": 0.0, "points": [], "nonfinite": 0}
-    theirs = {"cpu_s": 0.0, "wall_s": 0.0, "peak_mb": 0.0}
-    import importlib.util
-    import json
-    import tempfile
-
+    runs, theirs = [], None
+    code = f"from rcteach.bench import _grid_child; _grid_child({gammas!r}, {Ts!r}, {seeds}, {depth})"
     with tempfile.TemporaryDirectory() as tmp:
-        official_env = dict(env)
-        if official is not None:
-            script = os.path.join(official, "stable_ranks.py")
-            if not os.path.exists(script):
-                raise ValueError(f"official must be a checkout of the Mind-the-Gap code with stable_ranks.py, got {official}")
-            if importlib.util.find_spec("omegaconf") is None:  # their utils.py imports it for unused helpers
-                with open(os.path.join(tmp, "omegaconf.py"), "w") as f:
-                    f.write("DictConfig = dict  # stand-in: the grid never uses it\n")
-                official_env["PYTHONPATH"] = tmp
-        for g in gammas:
-            if official is not None:
-                r = _child([sys.executable, script, "--list_gammas", str(g), "--n_simulations", str(seeds),
+        for side in ("rcteach", "official", "rcteach") if official is not None else ("rcteach",):
+            if side == "rcteach":
+                r = _child([sys.executable, "-c", code], tmp, env)
+                r.update(json.loads(r["stdout"].strip().splitlines()[-1]))
+                runs.append(r)
+            else:
+                official_env = dict(env)
+                if importlib.util.find_spec("omegaconf") is None:  # their utils.py imports it for unused helpers
+                    with open(os.path.join(tmp, "omegaconf.py"), "w") as f:
+                        f.write("DictConfig = dict  # stand-in: the grid never uses it\n")
+                    official_env["PYTHONPATH"] = tmp
+                r = _child([sys.executable, script, "--list_gammas", *map(str, gammas), "--n_simulations", str(seeds),
                             "--n_layers", str(depth), "--list_n", *map(str, Ts)], tmp, official_env)
-                log(f"official  gamma={g}: {r['cpu_s']:.1f} s CPU, {r['wall_s']:.1f} s wall")
-                theirs["cpu_s"] += r["cpu_s"]
-                theirs["wall_s"] += r["wall_s"]
-                theirs["peak_mb"] = max(theirs["peak_mb"], r["peak_mb"])
-            code = f"from rcteach.bench import _grid_child; _grid_child({g!r}, {Ts!r}, {seeds}, {depth})"
-            r = _child([sys.executable, "-c", code], tmp, env)
-            res = json.loads(r["stdout"].strip().splitlines()[-1])
-            log(f"rcteach   gamma={g}: {r['cpu_s']:.1f} s CPU, {r['wall_s']:.1f} s wall")
-            for key in ("cpu_s", "wall_s"):
-                ours[key] += r[key]
-            ours["peak_mb"] = max(ours["peak_mb"], r["peak_mb"])
-            ours["compute_s"] += sum(p[2] for p in res["points"])
-            ours["points"] += res["points"]
-            ours["nonfinite"] += res["nonfinite"]
-        if official is not None:
-            theirs["nonfinite"], theirs["values"] = _official_nonfinite(tmp)
+                theirs = {k: r[k] for k in ("cpu_s", "wall_s", "peak_mb")}
+                theirs["nonfinite"], theirs["values"] = _official_nonfinite(tmp)
+            log(f"{side:8s}: {r['cpu_s']:.1f} s CPU, {r['wall_s']:.1f} s wall")
+    ours = {k: statistics.fmean(r[k] for r in runs) for k in ("cpu_s", "wall_s")}
+    ours["peak_mb"] = max(r["peak_mb"] for r in runs)
+    ours["compute_s"] = statistics.fmean(sum(p[2] for p in r["points"]) for r in runs)
+    ours["points"] = [[T_, d_, min(r["points"][i][2] for r in runs)] for i, (T_, d_, _) in enumerate(runs[0]["points"])]
+    ours["nonfinite"] = max(r["nonfinite"] for r in runs)
     ours["exponent_T"], ours["exponent_d"] = fit_cost_exponents(ours["points"])
-    out = {"rcteach": ours, "official": theirs if official is not None else None, "load_before": load_before,
-           "load_after": os.getloadavg(), "values": len(Ts) * len(gammas) * seeds * depth * len(grid.CONFIGS)}
-    ref = theirs["cpu_s"] if official is not None else GRID_REFERENCE_S
-    out["ratio_cpu"] = ref / ours["cpu_s"]
-    out["ratio_wall"] = (theirs["wall_s"] if official is not None else GRID_REFERENCE_S) / ours["wall_s"]
+    out = {"rcteach": ours, "official": theirs, "load_before": load_before, "load_after": os.getloadavg(),
+           "values": len(Ts) * len(gammas) * seeds * depth * len(grid.CONFIGS)}
+    out["ratio_cpu"] = (theirs["cpu_s"] if theirs else GRID_REFERENCE_S) / ours["cpu_s"]
+    out["ratio_wall"] = (theirs["wall_s"] if theirs else GRID_REFERENCE_S) / ours["wall_s"]
     return out
 
 
