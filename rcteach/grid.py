@@ -254,8 +254,15 @@ def _layernorm(Z, O, T) -> torch.Tensor:
 
 def _metrics(Z, log_norm) -> dict:
     """The four metrics (module doc) of states Z (n, T, p) with ||Z||_F = 1."""
-    S = (Z @ Z.mT).to(torch.float64)  # float32 eigvalsh can fail to converge on a nearly rank-one Gram matrix
-    lam = torch.linalg.eigvalsh(S).clamp_min(0)  # (n, T) ascending
+    S = Z @ Z.mT
+    try:  # backward stable: every eigenvalue to rounding relative to s_1^2, all a stable rank needs
+        lam = torch.linalg.eigvalsh(S).to(torch.float64)
+    except torch.linalg.LinAlgError:
+        lam = torch.full(S.shape[:-1], math.nan, dtype=torch.float64, device=S.device)
+    bad = ~torch.isfinite(lam).all(-1)  # float32 may fail to converge on a nearly rank-one S: redo in float64
+    if bad.any():
+        lam[bad] = torch.linalg.eigvalsh(S[bad].to(torch.float64))
+    lam = lam.clamp_min(0)  # (n, T) ascending
     Z = Z.to(torch.float64)
     top = lam[:, -1]
     return {"stable_rank": lam.sum(-1) / top, "stable_rank_gram": lam.square().sum(-1) / top.square(),
