@@ -24,9 +24,10 @@ singles out e).  So the state is kept as coordinates in an orthonormal basis of 
 min(T, d - 1) directions of e^perp: a (T, k + 1) matrix H, never a (T, d) one.  In such a basis W_V is
 again a Gaussian matrix; its rows outside the state's span never meet X, and the columns outside it
 enter only through their Gram matrix, a Wishart matrix drawn as L L^T with L a Bartlett factor
-(chi and normal entries; lower-trapezoidal when it is singular).  After a layer the e^perp part
-(width up to 2k + 1) is reduced back to width k by a QR decomposition (a rotation, so the law is
-unchanged).  For A(X), (X W_Q)(X W_K)^T = H M H^T with M = G L^T / d in law (G a (k+1)^2 Gaussian,
+(chi and normal entries; lower-trapezoidal when it is singular).  Without a skip the new e^perp
+part is A H L, L the Bartlett factor of all d - 1 columns (the width grows by one a layer, at most
+to d - 1); with a skip, X + a A X W_V needs W_V's k state columns explicitly, and the e^perp part
+(width 2k + 1) is folded back to k columns by a QR decomposition (a rotation: the law is unchanged).  For A(X), (X W_Q)(X W_K)^T = H M H^T with M = G L^T / d in law (G a (k+1)^2 Gaussian,
 L a Bartlett factor with d degrees of freedom).  No (d, d) matrix is ever drawn: a layer costs
 O(T^3) whatever gamma is.
 

@@ -169,3 +169,14 @@ def test_float32_keeps_the_distance_to_consensus_below_its_epsilon():
         a, b = f32[name]["relative_mu"].log(), f64[name]["relative_mu"].log()
         assert b[-1].mean() < math.log(torch.finfo(torch.float32).eps) - 2  # the test is below float32's reach
         assert (_z(a, b) < Z_BOUND).all(), name
+
+
+@pytest.mark.gpu
+def test_grid_on_cuda():
+    """The sweep's --device cuda: every configuration runs, finite, and a subset repeats the whole grid's numbers."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    res = grid.simulate(16, 0.5, "all", depth=6, seeds=3, seed=0, device="cuda")
+    assert all(torch.isfinite(v).all() for m in res.values() for v in m.values())
+    sub = grid.simulate(16, 0.5, "A(X) + LN", depth=6, seeds=3, seed=0, device="cuda")
+    assert torch.equal(sub["A(X) + LN"]["stable_rank"], res["A(X) + LN"]["stable_rank"])
