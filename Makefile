@@ -15,7 +15,7 @@ JOBS   ?= 2
 VENDOR       := vendor
 NPM_PACKAGES := mathjax@3.2.2 requirejs@2.3.8 @jupyter-widgets/html-manager@1.0.15
 
-.PHONY: setup setup-assign vendor book test check bench clean assignments
+.PHONY: setup setup-assign setup-cluster vendor book test check bench clean assignments
 
 setup: $(VENV)/.installed $(VENV)/.configured
 
@@ -24,6 +24,13 @@ setup-assign: $(VENV)/.assign-installed
 
 $(VENV)/.assign-installed: $(VENV)/.installed requirements-assign.txt
 	$(PY) -m pip install --quiet -r requirements-assign.txt
+	touch $@
+
+# The optional extra for dask sweeps (rcteach.sweep.executor_from, tests/test_grid_sweep.py).
+setup-cluster: $(VENV)/.cluster-installed
+
+$(VENV)/.cluster-installed: $(VENV)/.installed requirements-cluster.txt
+	$(PY) -m pip install --quiet -r requirements-cluster.txt
 	touch $@
 
 # Student notebooks and autograder zips of the three assignments -> _build/assignments/<name>/
@@ -66,7 +73,7 @@ book: setup vendor
 
 # Each of the $(JOBS) workers (and the kernels it starts) gets one BLAS/OpenMP thread: with
 # more, dense eigensolvers on 2 cores slow down many times over.
-test: setup setup-assign
+test: setup setup-assign setup-cluster
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) --dist loadscope --nbval-lax -p no:cacheprovider
 
 check: setup

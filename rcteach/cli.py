@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 
 from .checks import mutants_table, results_table, run_checks
 from .device import resolve
@@ -32,11 +33,22 @@ def _bench(args) -> int:
 
 
 def _sweep(args) -> int:
-    from .sweep import authors_grid
+    from .grid import run_grid
+    from .sweep import executor_from
 
-    out = authors_grid(args.out, seeds=args.seeds, depth=args.depth, device=args.device)
-    print(f"authors' grid: width {len(out['width'])} rows, depth {len(out['depth'])} rows, "
-          f"{out['seconds']:.1f} s; tables in {args.out}/width.csv and {args.out}/depth.csv")
+    client = executor_from(args.dask) if args.dask else None
+    start = time.perf_counter()
+    try:
+        table = run_grid(args.out, args.configs, T=args.T, gamma=args.gamma, depth=args.depth, seeds=args.seeds,
+                         base_seed=args.base_seed, authors_skip=args.authors_skip, dtype=args.dtype,
+                         device=args.device, executor=client, force=args.force, progress=not args.quiet)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    finally:
+        if client is not None:
+            client.close()
+    print(f"grid: {len(table)} rows in {args.out}/depth.csv ({time.perf_counter() - start:.1f} s)")
     return 0
 
 
@@ -70,13 +82,29 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--budget", type=float, default=None,
                        help="seconds: skip sizes predicted to overrun (default: none; 360 with --gpu-suite)")
     bench.add_argument("--csv", default=None, help="also write every section to this CSV file")
+    bench.add_argument("--grid", action="store_true",
+                       help="time the authors' 25-configuration grid (rcteach.grid), side by side with --official")
+    bench.add_argument("--official", default=None, metavar="PATH",
+                       help="with --grid: a checkout of the official Mind-the-Gap code, timed in the same run")
     bench.set_defaults(func=_bench)
 
-    sweep = sub.add_parser("sweep", help="run the Mind-the-Gap grid (rcteach.sweep.authors_grid) into CSV tables")
-    sweep.add_argument("out", help="folder for width.csv and depth.csv (rerun: resumes)")
+    sweep = sub.add_parser("sweep", help="run the authors' 25-configuration depth grid (rcteach.grid) into OUT/depth.csv")
+    sweep.add_argument("out", help="folder for depth.csv and its settings depth.json (rerun: resumes)")
+    sweep.add_argument("--configs", default="all", help="'all' (default) or NAME,NAME,... of rcteach.grid.CONFIGS")
+    sweep.add_argument("--T", type=int, nargs="+", default=None, help="token counts (default 20 40 60 80 100 150)")
+    sweep.add_argument("--gamma", type=float, nargs="+", default=None, help="T/d ratios (default 1 0.5 0.2)")
     sweep.add_argument("--seeds", type=int, default=5, help="runs per point (default 5, as the authors)")
-    sweep.add_argument("--depth", type=int, default=10, help="layers of the depth sweep (default 10)")
-    sweep.add_argument("--device", default=None, help="torch device")
+    sweep.add_argument("--depth", type=int, default=10, help="layers, every one recorded (default 10)")
+    sweep.add_argument("--base-seed", type=int, default=0, help="another independent replicate of the grid")
+    sweep.add_argument("--authors-skip", action="store_true",
+                       help="reproduce the authors' doubled skip block (output x 2 in the '+ skip' configurations)")
+    sweep.add_argument("--dtype", choices=["float32", "float64"], default="float32", help="working precision")
+    sweep.add_argument("--device", default=None, help="torch device of each worker (e.g. cuda)")
+    sweep.add_argument("--dask", default=None, metavar="ADDRESS",
+                       help="run the points on a dask scheduler at ADDRESS, or 'local:N' for N local workers "
+                            "(pip install rcteach[cluster])")
+    sweep.add_argument("--force", action="store_true", help="start a new table if OUT holds one with other settings")
+    sweep.add_argument("--quiet", action="store_true", help="no progress bar")
     sweep.set_defaults(func=_sweep)
 
     from . import grading, student  # student-copy (needs jupytext); assign, grade (need otter-grader)

@@ -7,7 +7,10 @@ per (point, seed index), one column per grid parameter, ``seed`` (the index 0..n
 measured quantity.  With ``path=`` every finished point is appended to a CSV file at once, and a
 rerun with ``resume=True`` skips the points already there, so an interrupted sweep picks up where
 it stopped.  The seed of a point is derived from its parameter values (not from its position in
-the grid), so a resumed or reordered sweep gives the same numbers.
+the grid), so a resumed or reordered sweep gives the same numbers.  With ``executor=`` (any
+``concurrent.futures.Executor`` or a dask ``Client``, :func:`executor_from`) the points run
+remotely while this process, the driver, writes and resumes the CSV: the table is the same, value for
+value, as the serial run's.
 
 :func:`width_point` and :func:`depth_point` are the two experiments of the book (one attention
 layer; a stack of layers); :data:`AUTHORS_GRID` and :func:`authors_grid` reproduce the grid of
@@ -34,7 +37,7 @@ from .theory import LN2
 from .tokens import orthonormal_tokens
 from .width import width_dims, width_stable_ranks
 
-__all__ = ["Table", "grid_points", "point_seed", "sweep", "plot_sweep", "width_point", "depth_point",
+__all__ = ["Table", "grid_points", "point_seed", "sweep", "executor_from", "plot_sweep", "width_point", "depth_point",
            "AUTHORS_GRID", "authors_grid"]
 
 
@@ -142,10 +145,12 @@ def point_seed(point: Mapping, base: int = 0) -> int:
 def _as_rows(result, seeds: int) -> list[dict]:
     """fn's result -> rows {("layer",) seed, column: float}, one per (layer,) seed.
 
-    A column is a scalar, a (seeds,) tensor/list, or a (layers, seeds) tensor (e.g. a
+    A list of dicts (or a :class:`Table`) is already rows and is kept as it is.  Otherwise a column is a scalar, a (seeds,) tensor/list, or a (layers, seeds) tensor (e.g. a
     :class:`rcteach.Trajectory` field): then every row gets a ``layer`` index 0..layers-1 and
     the 1-D columns repeat across layers.
     """
+    if isinstance(result, Table) or (isinstance(result, list) and result and all(isinstance(r, Mapping) for r in result)):
+        return [dict(r) for r in result]
     if not isinstance(result, Mapping):
         result = {"value": result}
     cols, layers = {}, None
@@ -173,8 +178,33 @@ def _as_rows(result, seeds: int) -> list[dict]:
             for ell in range(layers) for i in range(seeds)]
 
 
+def _timed(fn, point, seeds, seed):
+    """(fn's result at ``point``, its wall time in seconds): the unit of work sent to an executor."""
+    start = time.perf_counter()
+    result = fn(**point, seeds=seeds, seed=seed)
+    return result, time.perf_counter() - start
+
+
+def executor_from(spec):
+    """A dask ``Client`` from ``spec``: ``"local:N"`` (its own LocalCluster of N single-threaded worker
+    processes, closed with the client) or a scheduler address (``"tcp://host:8786"``).  Needs
+    ``pip install rcteach[cluster]``; close it with ``client.close()``."""
+    if not isinstance(spec, str) or not spec:
+        raise ValueError(f"dask must be 'local:N' or a scheduler address, got {spec!r}")
+    try:
+        from dask.distributed import Client
+    except ImportError as err:  # pragma: no cover - depends on the environment
+        raise ImportError("dask is optional: pip install 'rcteach[cluster]' (or -r requirements-cluster.txt)") from err
+    if spec.startswith("local:"):
+        n = spec.split(":", 1)[1]
+        if not n.isdigit() or int(n) < 1:
+            raise ValueError(f"dask='local:N' needs a worker count N >= 1, got {spec!r}")
+        return Client(n_workers=int(n), threads_per_worker=1, processes=True, dashboard_address=None)
+    return Client(spec)
+
+
 def sweep(fn: Callable, grid: Mapping[str, list], *, seeds=1, path=None, resume=True, base_seed=0,
-          progress=True, desc=None) -> Table:
+          progress=True, desc=None, executor=None, timing=True) -> Table:
     """Run ``fn`` at every point of ``grid`` and collect a tidy table (module doc).
 
     Parameters
@@ -183,7 +213,8 @@ def sweep(fn: Callable, grid: Mapping[str, list], *, seeds=1, path=None, resume=
         ``fn(**point, seeds=seeds, seed=point_seed(point, base_seed))`` -> a tensor/list of shape
         (seeds,), a scalar (repeated for every seed), or a dict {column: such values}; a column of
         shape (layers, seeds), e.g. a :class:`rcteach.Trajectory` field, adds a ``layer`` column
-        (one row per point, layer and seed).
+        (one row per point, layer and seed).  A list of row dicts is taken as the point's rows (each
+        row keeps its own column order; the point's values are filled in).
     grid : dict {name: list of values}
         The parameters and their values (any names but ``seed``/``seeds``).
     seeds : int
@@ -197,6 +228,13 @@ def sweep(fn: Callable, grid: Mapping[str, list], *, seeds=1, path=None, resume=
         Shifts every point's seed (another independent replicate of the whole sweep).
     progress : bool
         Show a tqdm progress bar over the points.
+    executor : optional
+        Run the points on any ``concurrent.futures.Executor`` or dask ``Client`` (anything with
+        ``submit(fn, *args, **kwargs)`` returning a future with ``result()``; ``fn`` must pickle, e.g. a
+        top-level function).  All points are submitted at once; the driver collects them in grid order
+        and appends each to the CSV as it comes, so an interrupted run resumes as a serial one does.
+    timing : bool
+        Add the ``seconds`` column (False: a table that depends only on the seeds).
 
     Returns
     -------
@@ -229,12 +267,19 @@ def sweep(fn: Callable, grid: Mapping[str, list], *, seeds=1, path=None, resume=
     try:
         from tqdm.auto import tqdm
 
-        bar = tqdm(todo, desc=desc or getattr(fn, "__name__", "sweep"), disable=not progress, leave=False)
-        for point in bar:
-            start = time.perf_counter()
-            result = fn(**point, seeds=seeds, seed=point_seed(point, base_seed))
-            seconds = time.perf_counter() - start
-            new = [{**point, **r, "seconds": seconds} for r in _as_rows(result, seeds)]
+        if executor is not None:
+            if not callable(getattr(executor, "submit", None)):
+                raise TypeError(f"executor must have a submit method (an Executor or a dask Client), "
+                                f"got {type(executor).__name__}")
+            futures = [executor.submit(_timed, fn, point, seeds, point_seed(point, base_seed)) for point in todo]
+            results = (f.result() for f in futures)
+        else:
+            results = (_timed(fn, point, seeds, point_seed(point, base_seed)) for point in todo)
+        bar = tqdm(zip(todo, results), total=len(todo), desc=desc or getattr(fn, "__name__", "sweep"),
+                   disable=not progress, leave=False)
+        for point, (result, seconds) in bar:
+            new = [{**(r if point.keys() <= r.keys() else point), **r, **point, **({"seconds": seconds} if timing else {})}
+                   for r in _as_rows(result, seeds)]
             rows += new
             if path is not None:
                 if writer is None:
@@ -253,7 +298,7 @@ def sweep(fn: Callable, grid: Mapping[str, list], *, seeds=1, path=None, resume=
         if handle is not None:
             handle.close()
     order = {_key(p): i for i, p in enumerate(points)}
-    rows.sort(key=lambda r: (order.get(_key({k: r[k] for k in grid}), len(order)), r.get("layer", 0), r.get("seed", 0)))
+    rows.sort(key=lambda r: order.get(_key({k: r[k] for k in grid}), len(order)))  # stable: a point keeps its order
     return Table(rows)
 
 

@@ -141,15 +141,6 @@ def test_authors_grid_small(monkeypatch, tmp_path):
     assert out["seconds"] > 0
 
 
-def test_cli_sweep(monkeypatch, tmp_path, capsys):
-    from rcteach.cli import main
-
-    monkeypatch.setattr(sw, "AUTHORS_GRID", {"T": [8], "gamma": [1.0]})
-    assert main(["sweep", str(tmp_path), "--seeds", "2", "--depth", "2", "--device", "cpu"]) == 0
-    assert "authors' grid: width 4 rows, depth 4 rows" in capsys.readouterr().out
-    assert len(Table.read_csv(tmp_path / "depth.csv")) == 4
-
-
 def test_sweep_layers_column(tmp_path):
     def traj(T, seeds, seed):
         from rcteach import orthonormal_tokens, propagate

@@ -1,0 +1,47 @@
+"""``bench --grid``: the side-by-side timing of the authors' grid (small settings, a stand-in official script)."""
+
+import math
+
+from rcteach import bench
+
+FAKE = '''import argparse, os, time
+p = argparse.ArgumentParser()
+for a in ("--list_gammas", "--list_n"):
+    p.add_argument(a, nargs="+")
+p.add_argument("--n_simulations"); p.add_argument("--n_layers")
+args = p.parse_args()
+os.makedirs("results/x", exist_ok=True)
+t = time.process_time()
+while time.process_time() - t < 0.3:
+    pass
+with open("results/x/x.csv", "w") as f:
+    f.write("gamma,sim,T,l,stable_rank\\n1,0,6,0,2.5\\n1,0,6,1,nan\\n")
+'''
+
+
+def test_grid_side_by_side(tmp_path):
+    (tmp_path / "stable_ranks.py").write_text(FAKE)
+    lines = []
+    res = bench.grid_side_by_side(str(tmp_path), T=[6, 12], gamma=[1.0, 0.5], seeds=2, depth=2, log=lines.append)
+    o, t = res["rcteach"], res["official"]
+    assert [line.split(":")[0].strip() for line in lines] == ["rcteach", "official", "rcteach"]
+    assert t["cpu_s"] >= 0.3 and t["nonfinite"] == 1 and t["values"] == 2
+    assert o["nonfinite"] == 0 and len(o["points"]) == 4 and o["peak_mb"] > 0
+    assert math.isclose(res["ratio_cpu"], t["cpu_s"] / o["cpu_s"])
+    assert math.isfinite(o["exponent_T"]) and math.isfinite(o["exponent_d"])
+    text = bench.format_grid(res)
+    assert "ratio" in text and "load average" in text
+
+
+def test_fit_cost_exponents():
+    pts = [(T, d, 1e-6 * T ** 3 * d ** 0.5) for T in (10, 20, 40) for d in (40, 80)]
+    p, q = bench.fit_cost_exponents(pts)
+    assert math.isclose(p, 3.0, abs_tol=1e-9) and math.isclose(q, 0.5, abs_tol=1e-9)
+
+
+def test_cli_official_needs_grid(capsys):
+    from rcteach.cli import main
+
+    assert main(["bench", "--official", "/nowhere"]) == 2
+    assert main(["bench", "--grid", "--official", "/nowhere"]) == 2
+    assert "stable_ranks.py" in capsys.readouterr().err
