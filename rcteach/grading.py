@@ -135,14 +135,20 @@ def _autograder_dir(autograder) -> pathlib.Path:
     return folder
 
 
+def _load_key_module(path):
+    """An answer key ``key.py`` as a module (its ``asks(rng, ask)`` lists each question's asks)."""
+    spec = importlib.util.spec_from_file_location(f"_rcteach_key_{pathlib.Path(path).parent.name}", path)
+    key = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(key)
+    return key
+
+
 @functools.lru_cache(maxsize=8)
 def _load(folder: pathlib.Path):
     """The assignment's points, its ``asks(rng, ask)`` and the namespace of its solutions notebook,
     executed here, in the grader's process (trusted code: the instructor's solutions)."""
     meta = json.loads((folder / QUESTIONS).read_text())
-    spec = importlib.util.spec_from_file_location(f"_rcteach_key_{meta['name']}", folder / KEY)
-    key = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(key)
+    key = _load_key_module(folder / KEY)
     namespace = {"__name__": "__solutions__"}
     solutions = json.loads((folder / f"{meta['name']}.ipynb").read_text())
     for source in harness.code_cells(solutions):
