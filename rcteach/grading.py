@@ -157,6 +157,12 @@ def _load(folder: pathlib.Path):
     return meta["points"], key.asks, namespace
 
 
+#: Starts :mod:`.harness` in the sandbox without running the package's ``__init__`` (which imports
+#: torch): the notebook imports what it needs.  ``argv[1]``: this package's folder.
+_HARNESS = ("import sys, types; pkg = types.ModuleType('_rcteach_grading'); pkg.__path__ = [sys.argv[1]]; "
+            "sys.modules[pkg.__name__] = pkg; from _rcteach_grading import harness; sys.exit(harness.main(sys.argv[2:]))")
+
+
 def _reference(namespace, ask):
     """The solutions' answer to ``ask``, through the same plain-data round trip as a submission's."""
     return answers.decode(json.loads(json.dumps(answers.evaluate(namespace, ask))))
@@ -196,7 +202,7 @@ def grade(submission, autograder, *, timeout=600, output_dir=None, cell_timeout=
     with tempfile.TemporaryDirectory(prefix="rcteach-grade-") as tmp:
         shutil.copyfile(submission, pathlib.Path(tmp, "submission.ipynb"))
         pathlib.Path(tmp, "asks.json").write_text(json.dumps(asks))
-        argv = [sys.executable, "-m", f"{__package__}.harness", f"{tmp}/submission.ipynb", f"{tmp}/asks.json",
+        argv = [sys.executable, "-c", _HARNESS, str(PACKAGE_DIR), f"{tmp}/submission.ipynb", f"{tmp}/asks.json",
                 "{answers_fd}", str(cell_timeout or min(60.0, timeout))]
         out = sandbox.run(argv, read_only=[tmp], packages=[PACKAGE_DIR], limits=limits,
                           unsafe_no_sandbox=unsafe_no_sandbox)

@@ -1,6 +1,7 @@
 """Runs inside the grading sandbox: execute a submitted notebook, then answer the grader's asks.
 
-``python -m rcteach.harness NOTEBOOK ASKS ANSWERS_FD CELL_SECONDS``.  The notebook's code cells run
+``main([NOTEBOOK, ASKS, ANSWERS_FD, CELL_SECONDS])`` (the grader starts it so that importing it does
+not import torch).  The notebook's code cells run
 in order in one IPython shell (no kernel), each under a soft time limit of ``CELL_SECONDS`` (an
 alarm the student's code could disarm: the hard limits are the sandbox's).  Otter's own cells
 (``grader = otter.Notebook(...)``, ``grader.check_all()``, ``grader.export()``) are skipped; at each
@@ -84,6 +85,8 @@ def answer(question: str, asks: list, namespace: dict, seconds: float) -> dict:
     for ask in asks:
         undo = []
         try:
+            if ask["name"] not in namespace:
+                raise NameError(f"name '{ask['name']}' is not defined")
             undo = _block(ask.get("forbid", ()), namespace)
             _alarm(seconds)
             answers.append({"ok": evaluate(namespace, ask)})
@@ -134,6 +137,3 @@ def main(argv) -> int:
         _write(fd, answer(question, question_asks, namespace, seconds))
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
