@@ -110,6 +110,9 @@ def _env() -> dict:
 #: visible to a submission): the answer key and the points of each question.
 KEY, QUESTIONS = "key.py", "questions.json"
 PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
+#: Imported in the sandbox before a notebook's first cell (if the notebook names them), so that their
+#: import time does not count against the per-cell limit.
+PRELOAD = ["torch", "sympy", "numpy", "rcteach"]
 
 
 def question_points(master) -> dict:
@@ -201,7 +204,7 @@ def grade(submission, autograder, *, timeout=600, output_dir=None, cell_timeout=
     want = {q: [_reference(solutions, a) for a in asks[q]] for q in asks}
     with tempfile.TemporaryDirectory(prefix="rcteach-grade-") as tmp:
         shutil.copyfile(submission, pathlib.Path(tmp, "submission.ipynb"))
-        pathlib.Path(tmp, "asks.json").write_text(json.dumps(asks))
+        pathlib.Path(tmp, "asks.json").write_text(json.dumps({"questions": asks, "preload": PRELOAD}))
         argv = [sys.executable, "-c", _HARNESS, str(PACKAGE_DIR), f"{tmp}/submission.ipynb", f"{tmp}/asks.json",
                 "{answers_fd}", str(cell_timeout or min(60.0, timeout))]
         out = sandbox.run(argv, read_only=[tmp], packages=[PACKAGE_DIR], limits=limits,

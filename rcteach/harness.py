@@ -1,10 +1,11 @@
 """Runs inside the grading sandbox: execute a submitted notebook, then answer the grader's asks.
 
 ``main([NOTEBOOK, ASKS, ANSWERS_FD, CELL_SECONDS])`` (the grader starts it so that importing it does
-not import torch).  The notebook's code cells run
+not import torch); ``ASKS`` holds ``{"questions": {question: [ask, ...]}, "preload": [module, ...]}``.
+The modules of ``preload`` that the notebook mentions are imported first.  The notebook's code cells run
 in order in one IPython shell (no kernel), each under a soft time limit of ``CELL_SECONDS`` (an
 alarm the student's code could disarm: the hard limits are the sandbox's).  Otter's own cells
-(``grader = otter.Notebook(...)``, ``grader.check_all()``, ``grader.export()``) are skipped; at each
+(``grader = Notebook(...)`` of otter or :mod:`.feedback`, ``grader.check_all()``, ``grader.export()``) are skipped; at each
 ``grader.check("q")`` cell, and once more at the end, the asks of question ``q`` (see
 :mod:`.answers`) are answered and written as one JSON line ``{"question": q, "answers": [...]}``
 to ``ANSWERS_FD``, each answer ``{"ok": plain data}`` or ``{"error": "..."}``.  So a submission that
@@ -27,7 +28,8 @@ import types
 from .answers import evaluate
 
 CHECK = re.compile(r"""^\s*grader\.check\(\s*["'](\w+)["']\s*\)\s*$""")
-OTTER = re.compile(r"""^\s*(#.*|import otter|grader\s*=\s*otter\.Notebook\(.*\)|grader\.(check|check_all|export)\(.*\)|)\s*$""")
+OTTER = re.compile(r"""^\s*(#.*|import otter|from rcteach(\.\w+)* import Notebook|grader\s*=\s*(otter\.)?Notebook\(.*\)"""
+                   r"""|grader\.(check|check_all|export)\(.*\)|)\s*$""")
 
 
 def code_cells(notebook: dict) -> list[str]:
@@ -40,7 +42,7 @@ def code_cells(notebook: dict) -> list[str]:
 def is_otter_cell(source: str) -> bool:
     """Whether a cell only sets up or calls otter (``import otter``, ``grader.check_all()``, ...)."""
     lines = source.splitlines()
-    return bool(lines) and all(OTTER.match(line) for line in lines) and ("otter" in source or "grader." in source)
+    return bool(lines) and all(OTTER.match(line) for line in lines) and ("Notebook(" in source or "grader." in source)
 
 
 def _forbidden(*args, **kwargs):
@@ -107,9 +109,17 @@ def _write(fd: int, record: dict) -> None:
 def main(argv) -> int:
     notebook_path, asks_path, fd, seconds = argv[0], argv[1], int(argv[2]), float(argv[3])
     with open(asks_path) as f:
-        asks = json.load(f)
+        grader = json.load(f)
+    asks = grader["questions"]
     with open(notebook_path) as f:
         cells = code_cells(json.load(f))
+    text = "\n".join(cells)
+    for module in grader.get("preload", ()):  # slow imports the notebook makes, outside the per-cell limit
+        if re.search(rf"\b{re.escape(module)}\b", text):
+            try:
+                importlib.import_module(module)
+            except Exception:
+                pass
 
     def on_alarm(signum, frame):
         raise TimeoutError(f"stopped after the time limit of {seconds:g} s")

@@ -63,9 +63,10 @@ def build(tmp_path_factory):
         "public only": (_edited(a1["student"], tmp / "public_only.ipynb", {
             "s2 = sp.symbols": 's2 = sp.symbols("s2", positive=True)\nc_expr = s2 / LN2',
             "def predicted_radius": "def predicted_radius(T, s2_value):\n    return 0.125",
-            "A = ...": "measured_radius, measured_gap_ratio = 0.5, 2.0",
-            "def swapped_spectrum": "def swapped_spectrum(A):\n    return torch.zeros(A.shape[-1], dtype=torch.complex128)",
-            "def my_centre": "def my_centre(A):\n    return A"}), {}),
+            "A = ...": "measured_radius, measured_gap_ratio = 0.125, 8.0",
+            "def swapped_spectrum": "def swapped_spectrum(A):\n    return torch.zeros(A.shape[-1], dtype=torch.complex128)\n\n\n"
+                                    "swap_error = 0.0",
+            "def my_centre": "def my_centre(A):\n    return A - 1 / A.shape[-1]"}), {}),
         # the solutions, but my_centre and predicted_radius call the helpers the questions forbid
         "forbidden": (_edited(a1_solutions, tmp / "forbidden.ipynb", {
             "def my_centre": "from rcteach import centre as _c\n\n\ndef my_centre(A):\n    return _c(A)",
@@ -97,6 +98,8 @@ def test_master_format(master):
     n_questions = raws.count("# BEGIN QUESTION")
     assert n_questions >= 3
     assert raws.count("# END QUESTION") == raws.count("# BEGIN SOLUTION") == raws.count("# BEGIN TESTS") == n_questions
+    assert "from rcteach.feedback import Notebook" in nb.cells[2].source  # short public-test feedback
+    assert nb.cells[-1].source.startswith("## Submitting") and f"{master.name}" in nb.cells[-1].source
     hidden = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("# HIDDEN")]
     assert len(hidden) >= n_questions  # every question has hidden tests
     for cell in nb.cells:  # stored without outputs
@@ -259,8 +262,33 @@ def test_cli_registers_assign_and_grade():
     assert args.output == "out" and not args.no_run_tests
 
 
+def test_public_tests_pass_hard_coded_answers_with_short_feedback(build, tmp_path, monkeypatch):
+    """The student-side checks (rcteach.feedback): one line per failed test, a score line; the
+    hard-coded answers of "public only" pass every public test (the hidden inputs catch them)."""
+    from rcteach import feedback
+
+    student = build["built"]["a1_spectral_gap"]["student"]
+    shutil.copy(student, tmp_path / student.name)
+    monkeypatch.chdir(tmp_path)
+    grader = feedback.Notebook(student.name)
+    env = {}
+    exec("import math, sympy as sp, torch, rcteach\nLN2 = rcteach.LN2\ns2 = sp.symbols('s2', positive=True)\nc_expr = s2\n"
+         "def predicted_radius(T, s2_value):\n    return 0.0884", env)
+    q1b = grader.check("q1b", env)
+    assert not q1b.passed and q1b.failures == {"q1b": ["predicted_radius(64, ln 2) returned 0.0884; expected sqrt(c/T) = 0.125"]}
+    assert "c_expr at s2 = ln 2 is 0.6931; expected e^(ln 2) - 1 = 1" in repr(grader.check("q1a", env))  # c_expr = s2 fails
+    report = grader.check_all(env)
+    assert report.lines()[-1].startswith("Public tests: 0 / 5 questions pass") and "Trying:" not in repr(report)
+    assert "&lt;" not in report._repr_html_() or "<pre>" in report._repr_html_()
+    for cell in nbformat.read(build["dir"] / "public_only.ipynb", as_version=4).cells:
+        if cell.cell_type == "code" and not cell.source.startswith(("grader", "# Initialize")):
+            exec(cell.source, env)
+    assert grader.check_all(env).passed, grader.check_all(env)
+
+
 def test_otter_cells_are_recognised():
     assert harness.is_otter_cell('# Initialize Otter\nimport otter\ngrader = otter.Notebook("a.ipynb")')
+    assert harness.is_otter_cell('# Initialize Otter\nfrom rcteach.feedback import Notebook\n\ngrader = Notebook("a.ipynb")')
     assert harness.is_otter_cell("grader.check_all()") and harness.is_otter_cell('grader.check("q9")')
     assert harness.CHECK.match('grader.check("q1a")').group(1) == "q1a"
     assert not harness.is_otter_cell("import otter\nx = 1") and not harness.is_otter_cell("x = 1")
