@@ -138,8 +138,7 @@ def _array(b64: str, torch: bool):
 def evaluate(namespace: dict, ask: dict):
     """The answer to ``ask`` in ``namespace`` (a notebook's globals), as plain data (:func:`encode`).
 
-    A missing name or a raising call gives ``{"$": "error", ...}``-free plain data: the exception
-    is re-raised for the caller to report.
+    A missing name raises ``NameError``; whatever the student's code raises propagates to the caller.
     """
     kind, name = ask["kind"], ask["name"]
     if name not in namespace:
@@ -155,8 +154,7 @@ def evaluate(namespace: dict, ask: dict):
         if not isinstance(obj, sp.Expr):
             return {"$": "other", "v": type(obj).__name__}
         symbols = sorted(str(s) for s in obj.free_symbols)
-        symbol = sp.Symbol(ask["symbol"], **({"positive": True} if ask["symbol"] in symbols else {}))
-        symbol = next((s for s in obj.free_symbols if str(s) == ask["symbol"]), symbol)
+        symbol = next((s for s in obj.free_symbols if str(s) == ask["symbol"]), sp.Symbol(ask["symbol"]))
         return encode({"free_symbols": symbols, "values": [complex(obj.subs(symbol, p).evalf()) for p in ask["points"]]})
     raise ValueError(f"unknown ask kind {kind!r}")
 
@@ -164,7 +162,7 @@ def evaluate(namespace: dict, ask: dict):
 def describe(answer) -> str:
     """A short description of a decoded answer for feedback: ``0.0884``, ``array of shape (8,)``."""
     if isinstance(answer, Other):
-        return f"a {answer}"
+        return f"a value of type {answer}"
     if isinstance(answer, np.ndarray):
         return f"an array of shape {answer.shape}"
     if isinstance(answer, float):
