@@ -199,8 +199,9 @@ def grade(submission, autograder, *, timeout=600, output_dir=None, cell_timeout=
     limits = limits or sandbox.Limits(wall=float(timeout), cpu=math.ceil(timeout))
     points, make_asks, solutions = _load(folder.resolve())
     asks = make_asks(random.Random(secrets.randbits(64)), answers.ASK)
-    if set(asks) != set(points):
-        raise ValueError(f"the answer key asks about {sorted(asks)} but the questions are {sorted(points)}")
+    if set(asks) != set(points) or not all(asks.values()):  # a question without asks would be free points
+        raise ValueError(f"the answer key must ask about every question {sorted(points)} (it asks about "
+                         f"{sorted(q for q, a in asks.items() if a)})")
     want = {q: [_reference(solutions, a) for a in asks[q]] for q in asks}
     with tempfile.TemporaryDirectory(prefix="rcteach-grade-") as tmp:
         shutil.copyfile(submission, pathlib.Path(tmp, "submission.ipynb"))

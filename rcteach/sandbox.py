@@ -119,7 +119,7 @@ def _bwrap_argv(read_only, packages, limits: Limits, seccomp_fd: int) -> list[st
     argv += [arg for name in _ETC for arg in ("--ro-bind-try", f"/etc/{name}", f"/etc/{name}")]
     roots = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, *read_only, *packages)}
     for path in sorted(roots):
-        if not path.startswith("/usr/"):
+        if path != "/usr" and not path.startswith("/usr/"):
             argv += ["--ro-bind", path, path]
     if sys.prefix != os.path.realpath(sys.prefix):
         argv += ["--symlink", os.path.realpath(sys.prefix), sys.prefix]

@@ -8,6 +8,7 @@ look at the results.  The adversarial submissions are in test_grading_attacks.py
 
 from __future__ import annotations
 
+import html
 import json
 import pathlib
 import shutil
@@ -279,7 +280,7 @@ def test_public_tests_pass_hard_coded_answers_with_short_feedback(build, tmp_pat
     assert "c_expr at s2 = ln 2 is 0.6931; expected e^(ln 2) - 1 = 1" in repr(grader.check("q1a", env))  # c_expr = s2 fails
     report = grader.check_all(env)
     assert report.lines()[-1].startswith("Public tests: 0 / 5 questions pass") and "Trying:" not in repr(report)
-    assert "&lt;" not in report._repr_html_() or "<pre>" in report._repr_html_()
+    assert report._repr_html_() == "<pre>" + html.escape(repr(report)) + "</pre>"  # no raw <doctest ...> tags
     for cell in nbformat.read(build["dir"] / "public_only.ipynb", as_version=4).cells:
         if cell.cell_type == "code" and not cell.source.startswith(("grader", "# Initialize")):
             exec(cell.source, env)
