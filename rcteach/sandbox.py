@@ -103,13 +103,20 @@ _ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "passwd", "gro
         "fonts", "matplotlibrc")
 
 
+@functools.lru_cache(maxsize=None)
+def _sizes_tmpfs(bwrap: str) -> bool:
+    """Whether this ``bwrap`` limits a tmpfs's size (``--size``, bubblewrap 0.8 and later; older ones
+    leave ``/tmp`` bounded only by the file-size and memory limits)."""
+    return "--size" in subprocess.run([bwrap, "--help"], capture_output=True, text=True).stdout
+
+
 def _bwrap_argv(read_only, packages, limits: Limits, seccomp_fd: int) -> list[str]:
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise SandboxUnavailable("bubblewrap (`bwrap`) is not installed (Debian/Ubuntu: apt-get install bubblewrap)")
     argv = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv", "--cap-drop", "ALL",
             "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev",
-            "--size", str(limits.scratch), "--tmpfs", "/tmp", "--chdir", "/tmp"]
+            *(["--size", str(limits.scratch)] if _sizes_tmpfs(bwrap) else []), "--tmpfs", "/tmp", "--chdir", "/tmp"]
     for link in ("bin", "sbin", "lib", "lib32", "lib64"):
         target = pathlib.Path("/", link)
         if target.is_symlink():
