@@ -26,6 +26,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 MASTERS = grading.masters()
 NAMES = [m.parent.name for m in MASTERS]
 CELL_LIMIT = 2  # soft seconds per cell / per answer for the broken submission
+HANG_LIMIT = 45  # wall-clock seconds for the submission that hangs at question 3
 
 
 def _cell(source):
@@ -60,6 +61,11 @@ def build(tmp_path_factory):
             's2 = sp.symbols("s2"': 'raise RuntimeError("a student bug")',
             "def my_centre": "import time\n\n\ndef my_centre(A):\n    while True:\n        time.sleep(0.05)"},
             append=["while True:\n    pass"]), dict(timeout=60, cell_timeout=CELL_LIMIT)),
+        # the solutions, dying at question 2 / hanging at question 3 with the time limit disarmed
+        "crash": (_edited(a1_solutions, tmp / "crash.ipynb", {"def swapped_spectrum": "import os\nos._exit(3)"}), {}),
+        "hang": (_edited(a1_solutions, tmp / "hang.ipynb", {"def my_centre": (
+            "import signal, time\nsignal.setitimer(signal.ITIMER_REAL, 0)\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
+            "while True:\n    time.sleep(0.05)")}), dict(timeout=HANG_LIMIT)),
         # answers hard-coded to pass the public tests only
         "public only": (_edited(a1["student"], tmp / "public_only.ipynb", {
             "s2 = sp.symbols": 's2 = sp.symbols("s2", positive=True)\nc_expr = s2 / LN2',
@@ -202,6 +208,13 @@ def test_raising_and_looping_submission_is_graded(build):
     assert r["score"] == 7 and not r["limits_hit"]
     feedback = {t["name"]: t["feedback"] for t in r["tests"]}
     assert any("TimeoutError" in line for line in feedback["q3"]) and any("NameError" in line for line in feedback["q1a"])
+
+
+def test_crash_and_hang_keep_the_questions_answered_before(build):
+    crash, hang = build["results"]["crash"], build["results"]["hang"]
+    assert crash["score"] == 6 and not crash["limits_hit"]  # q1a, q1b, q1c; q2 and q3 never answered
+    assert {t["name"] for t in crash["tests"] if t["feedback"] and "no answer" in t["feedback"][0]} == {"q2", "q3"}
+    assert hang["score"] == 9 and hang["limits_hit"] == [f"wall-clock limit ({HANG_LIMIT} s)"]
 
 
 def test_answers_to_the_public_tests_only_score_nothing(build):
