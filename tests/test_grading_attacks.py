@@ -255,3 +255,22 @@ def test_grade_refuses_without_a_sandbox(graded, monkeypatch, tmp_path):
 def test_sandbox_probe_names_a_missing_bwrap(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     assert "bwrap" in sandbox.available.__wrapped__()
+
+
+def test_cli_grades_a_folder_into_a_csv(graded, tmp_path, capsys):
+    import csv
+
+    from rcteach.cli import main
+
+    for student in ("alice", "bob"):
+        (tmp_path / "class" / student).mkdir(parents=True)
+        _notebook(["x = 1"], tmp_path / "class" / student / "a1_spectral_gap.ipynb")
+    out = tmp_path / "results"
+    assert main(["grade", str(tmp_path / "class"), "-a", str(graded["autograder"]), "--timeout", "60", "-o", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [f"{tmp_path / 'class' / s / 'a1_spectral_gap.ipynb'}: 0 / 12" for s in ("alice", "bob")]
+    with open(out / "scores.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["notebook"].split("/")[-2] for r in rows] == ["alice", "bob"] and rows[0]["possible"] == "12.0"
+    assert {"q1a", "q3", "limits_hit"} <= set(rows[0])
+    assert sorted(p.name for p in out.glob("*.json")) == ["alice__a1_spectral_gap-results.json", "bob__a1_spectral_gap-results.json"]
