@@ -116,6 +116,8 @@ def _bwrap_argv(read_only, packages, limits: Limits, seccomp_fd: int) -> list[st
         raise SandboxUnavailable("bubblewrap (`bwrap`) is not installed (Debian/Ubuntu: apt-get install bubblewrap)")
     argv = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv", "--cap-drop", "ALL",
             "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev",
+            # bwrap covers these itself where it can; make sure (as root, kernel knobs are root-owned)
+            *[a for p in ("sys", "sysrq-trigger", "irq", "bus", "fs") for a in ("--ro-bind-try", f"/proc/{p}", f"/proc/{p}")],
             *(["--size", str(limits.scratch)] if _sizes_tmpfs(bwrap) else []), "--tmpfs", "/tmp", "--chdir", "/tmp"]
     for link in ("bin", "sbin", "lib", "lib32", "lib64"):
         target = pathlib.Path("/", link)

@@ -274,3 +274,12 @@ def test_cli_grades_a_folder_into_a_csv(graded, tmp_path, capsys):
     assert [r["notebook"].split("/")[-2] for r in rows] == ["alice", "bob"] and rows[0]["possible"] == "12.0"
     assert {"q1a", "q3", "limits_hit"} <= set(rows[0])
     assert sorted(p.name for p in out.glob("*.json")) == ["alice__a1_spectral_gap-results.json", "bob__a1_spectral_gap-results.json"]
+
+
+def test_sandbox_sees_kernel_knobs_read_only_and_no_grader_files():
+    code = ("import os\nfor path in ('/proc/sys/kernel/hostname', '/proc/sysrq-trigger'):\n    try:\n"
+            "        os.open(path, os.O_WRONLY)\n        print('writable', path)\n    except OSError as e:\n"
+            "        print('refused', path, e.errno)\n"
+            f"print('visible' if os.path.exists({str(MASTER)!r}) else 'hidden')")
+    out = sandbox.run([sys.executable, "-c", code], limits=sandbox.Limits(wall=30))
+    assert "writable" not in out.output and out.output.count("refused") == 2 and "hidden" in out.output, out.output
