@@ -25,7 +25,7 @@ from rcteach import grading, harness  # noqa: E402
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MASTERS = grading.masters()
 NAMES = [m.parent.name for m in MASTERS]
-CELL_LIMIT = 2  # soft seconds per cell / per answer for the broken submission
+CELL_LIMIT = 5  # soft seconds per cell / per answer for the broken submission
 HANG_LIMIT = 45  # wall-clock seconds for the submission that hangs at question 3
 
 
