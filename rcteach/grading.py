@@ -1,35 +1,43 @@
-"""Course assignments with otter-grader: build student notebooks and autograders, grade locally.
+"""Course assignments: build them with otter-grader, grade them so that a submission cannot change its verdict.
 
-The master notebooks live in ``assignments/`` (Otter Assign format, with solutions, public and
-hidden tests).  Needs the optional extra ``pip install -e .[assign]`` (otter-grader); nothing in
-the rest of the package imports this module.
+The master notebooks live in ``assignments/<name>/<name>.ipynb`` (Otter Assign format: solutions,
+public and hidden tests) next to ``key.py``, the answer key of the trusted grader.  Needs the
+optional extra ``pip install -e .[assign]`` (otter-grader) and, to grade, bubblewrap (``bwrap``).
 
 * :func:`assign_all` runs ``otter assign`` on every master notebook and writes, per assignment,
-  ``<build>/<name>/student/`` (the notebook handed out) and ``<build>/<name>/autograder/``
-  (the solutions notebook and ``<name>-autograder_*.zip``).
-* :func:`grade` runs ``otter run`` (local, no Docker) on one submission, in a subprocess with a
-  wall-clock limit: a submission that hangs scores 0 instead of hanging the grader.
-* :class:`TimeLimit` is an otter plugin (listed in each master's ``generate: plugins:``) that puts
-  a per-cell and per-test time limit inside the grading kernel: a cell that loops forever raises
-  ``TimeoutError`` after ``seconds`` and grading goes on with the next cell, so the other
-  questions still get their marks.
+  ``<build>/<name>/student/`` (the notebook handed out; students run the public tests with
+  ``grader.check``) and ``<build>/<name>/autograder/`` (the solutions notebook, otter's zip, and
+  for this grader the answer key and the points: the folder is the AUTOGRADER of ``grade``).
+* :func:`grade` runs a submission in a fresh sandbox (:mod:`.sandbox`, :mod:`.harness`) that sees
+  no answer key, no solutions and no tests; the submission answers the key's asks (values, and its
+  functions on inputs drawn for this run) as plain data, which this process marks (:mod:`.verdict`)
+  against the solutions' answers to the same asks, computed here.
 
 Command line: ``python -m rcteach assign [-o _build/assignments]`` and
-``python -m rcteach grade SUBMISSION.ipynb -a AUTOGRADER.zip [--timeout 600]``.
+``python -m rcteach grade NOTEBOOK_OR_FOLDER... -a AUTOGRADER_FOLDER [--timeout 600] [-o DIR]``.
 """
 
 from __future__ import annotations
 
+import argparse
+import csv
+import dataclasses
+import functools
+import importlib.util
 import json
+import math
 import os
 import pathlib
+import random
+import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 
-__all__ = ["ASSIGNMENTS_DIR", "masters", "assign", "assign_all", "grade", "TimeLimit", "time_limit_source"]
+from . import answers, harness, sandbox, verdict
+
+__all__ = ["ASSIGNMENTS_DIR", "masters", "assign", "assign_all", "grade", "question_points"]
 
 ASSIGNMENTS_DIR = pathlib.Path(__file__).resolve().parent.parent / "assignments"
 
@@ -51,12 +59,13 @@ def assign(master, build="_build/assignments", *, run_tests=True, timeout=600) -
     """Run ``otter assign`` on one master notebook into ``build/<name>/`` (``<name>``: its folder).
 
     ``run_tests=True`` lets otter check that the master's solutions pass all its tests.  Returns
-    ``{"student": student notebook, "autograder": autograder zip}``.  Raises ``RuntimeError`` with
+    ``{"student": student notebook, "autograder": autograder folder}`` (with the master's
+    ``key.py`` and ``questions.json``, the points of each question).  Raises ``RuntimeError`` with
     otter's output if the assignment fails to build.
     """
     master = pathlib.Path(master)
-    if not master.is_file():
-        raise ValueError(f"master {master} does not exist")
+    if not master.is_file() or not (master.parent / KEY).is_file():
+        raise ValueError(f"master {master} does not exist or has no {KEY} next to it")
     target = pathlib.Path(build) / master.parent.name
     shutil.rmtree(target, ignore_errors=True)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -68,7 +77,10 @@ def assign(master, build="_build/assignments", *, run_tests=True, timeout=600) -
     zips = sorted((target / "autograder").glob("*.zip"))
     if proc.returncode != 0 or not zips:
         raise RuntimeError(f"otter assign failed for {master}:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
-    return {"student": target / "student" / master.name, "autograder": zips[-1]}
+    autograder = target / "autograder"
+    shutil.copyfile(master.parent / KEY, autograder / KEY)
+    (autograder / QUESTIONS).write_text(json.dumps({"name": master.stem, "points": question_points(master)}))
+    return {"student": target / "student" / master.name, "autograder": autograder}
 
 
 def assign_all(build="_build/assignments", *, source=ASSIGNMENTS_DIR, run_tests=True, timeout=600) -> dict:
@@ -94,149 +106,120 @@ def _env() -> dict:
     return env
 
 
-def grade(submission, autograder, *, timeout=600, output_dir=None, debug=False) -> dict:
-    """Grade one notebook with ``otter run`` (no Docker) under a wall-clock limit of ``timeout`` s.
+#: What ``assign`` adds to otter's autograder folder for the trusted grader (none of it is ever
+#: visible to a submission): the answer key and the points of each question.
+KEY, QUESTIONS = "key.py", "questions.json"
+PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
+#: Imported in the sandbox before a notebook's first cell (if the notebook names them), so that their
+#: import time does not count against the per-cell limit.
+PRELOAD = ["torch", "sympy", "numpy", "rcteach"]
 
-    Returns a dict with ``score``, ``possible`` (total points), ``tests`` (otter's per-question
-    results, empty on a timeout) and ``error`` (None, or why grading failed).  A submission that
-    raises is graded as usual (the failing questions score 0); one that runs past ``timeout``
-    scores 0 with ``error`` saying so.  ``output_dir`` also keeps otter's ``results.json``.
-    ``debug=True`` (``otter run --debug``) makes any error raised while running the notebook a
-    grading failure: a check that a notebook runs without crashing.
+
+def question_points(master) -> dict:
+    """``{question: points}`` from the ``# BEGIN QUESTION`` cells of an Otter Assign master, in order."""
+    import yaml
+
+    points = {}
+    for cell in json.loads(pathlib.Path(master).read_text())["cells"]:
+        source = "".join(cell["source"])
+        if cell["cell_type"] == "raw" and source.startswith("# BEGIN QUESTION"):
+            config = yaml.safe_load(source.split("\n", 1)[1])
+            points[config["name"]] = float(config["points"])
+    return points
+
+
+def _autograder_dir(autograder) -> pathlib.Path:
+    """The autograder folder built by :func:`assign` (a file in it, e.g. otter's zip, names it too)."""
+    path = pathlib.Path(autograder)
+    folder = path if path.is_dir() else path.parent
+    if not (folder / KEY).is_file() or not (folder / QUESTIONS).is_file():
+        raise ValueError(f"autograder {autograder} is not an autograder folder built by `python -m rcteach assign` "
+                         f"(it needs {KEY} and {QUESTIONS})")
+    return folder
+
+
+def _load_key_module(path):
+    """An answer key ``key.py`` as a module (its ``asks(rng, ask)`` lists each question's asks)."""
+    spec = importlib.util.spec_from_file_location(f"_rcteach_key_{pathlib.Path(path).parent.name}", path)
+    key = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(key)
+    return key
+
+
+@functools.lru_cache(maxsize=8)
+def _load(folder: pathlib.Path):
+    """The assignment's points, its ``asks(rng, ask)`` and the namespace of its solutions notebook,
+    executed here, in the grader's process (trusted code: the instructor's solutions)."""
+    meta = json.loads((folder / QUESTIONS).read_text())
+    key = _load_key_module(folder / KEY)
+    namespace = {"__name__": "__solutions__"}
+    solutions = json.loads((folder / f"{meta['name']}.ipynb").read_text())
+    for source in harness.code_cells(solutions):
+        if not (harness.is_otter_cell(source) or harness.CHECK.match(source)):
+            exec(compile(source, "<solutions>", "exec"), namespace)
+    return meta["points"], key.asks, namespace
+
+
+#: Starts :mod:`.harness` in the sandbox without running the package's ``__init__`` (which imports
+#: torch): the notebook imports what it needs.  ``argv[1]``: this package's folder.
+_HARNESS = ("import sys, types; pkg = types.ModuleType('_rcteach_grading'); pkg.__path__ = [sys.argv[1]]; "
+            "sys.modules[pkg.__name__] = pkg; from _rcteach_grading import harness; sys.exit(harness.main(sys.argv[2:]))")
+
+
+def _reference(namespace, ask):
+    """The solutions' answer to ``ask``, through the same plain-data round trip as a submission's."""
+    return answers.decode(json.loads(json.dumps(answers.evaluate(namespace, ask))))
+
+
+def grade(submission, autograder, *, timeout=600, output_dir=None, cell_timeout=None, limits=None,
+          unsafe_no_sandbox=False) -> dict:
+    """Grade one notebook: run it in a fresh sandbox (:mod:`.sandbox`), mark its answers outside.
+
+    The answer key draws this run's inputs (fresh seeds, sizes) with a secret random generator; the
+    submission answers them inside the sandbox (:mod:`.harness`); the reference answers come from
+    the solutions notebook executed in this process.  ``timeout``: wall-clock seconds for the whole
+    run (also its CPU-time limit); ``cell_timeout`` (default ``min(60, timeout)``): soft limit per
+    cell and per answer.  ``limits`` (a :class:`.sandbox.Limits`) overrides all limits.
+    Raises :class:`.sandbox.SandboxUnavailable` if no sandbox works here, unless
+    ``unsafe_no_sandbox=True`` (the submission can then read and change the grader's files).
+
+    Returns ``score``, ``possible``, ``tests`` (per question: ``name``, ``score``, ``max_score``,
+    ``feedback``), ``limits_hit`` (as seen from outside), ``output`` (the run's first output,
+    untrusted), ``seconds`` and ``error`` (None).  ``output_dir`` also keeps this as JSON.
     """
-    submission, autograder = pathlib.Path(submission), pathlib.Path(autograder)
-    for name, p in (("submission", submission), ("autograder", autograder)):
-        if not p.is_file():
-            raise ValueError(f"{name} {p} does not exist")
-    for _ in range(KERNEL_START_ATTEMPTS):
-        result = _grade_once(submission, autograder, timeout=timeout, output_dir=output_dir, debug=debug)
-        if not _kernel_port_race(result["error"] or ""):
-            break
+    submission, folder = pathlib.Path(submission), _autograder_dir(autograder)
+    if not submission.is_file():
+        raise ValueError(f"submission {submission} does not exist")
+    if not (isinstance(timeout, (int, float)) and timeout > 0):
+        raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
+    if not unsafe_no_sandbox and (reason := sandbox.available()) is not None:
+        raise sandbox.SandboxUnavailable(f"{reason}. Refusing to grade without a sandbox: a submission could read "
+                                         "the reference answers and change the grader's files (--unsafe-no-sandbox "
+                                         "grades anyway)")
+    limits = limits or sandbox.Limits(wall=float(timeout), cpu=math.ceil(timeout))
+    points, make_asks, solutions = _load(folder.resolve())
+    asks = make_asks(random.Random(secrets.randbits(64)), answers.ASK)
+    if set(asks) != set(points) or not all(asks.values()):  # a question without asks would be free points
+        raise ValueError(f"the answer key must ask about every question {sorted(points)} (it asks about "
+                         f"{sorted(q for q, a in asks.items() if a)})")
+    want = {q: [_reference(solutions, a) for a in asks[q]] for q in asks}
+    with tempfile.TemporaryDirectory(prefix="rcteach-grade-") as tmp:
+        shutil.copyfile(submission, pathlib.Path(tmp, "submission.ipynb"))
+        pathlib.Path(tmp, "asks.json").write_text(json.dumps({"questions": asks, "preload": PRELOAD}))
+        argv = [sys.executable, "-c", _HARNESS, str(PACKAGE_DIR), f"{tmp}/submission.ipynb", f"{tmp}/asks.json",
+                "{answers_fd}", str(cell_timeout or min(60.0, timeout))]
+        out = sandbox.run(argv, read_only=[tmp], packages=[PACKAGE_DIR], limits=limits,
+                          unsafe_no_sandbox=unsafe_no_sandbox)
+    got = verdict.read_answers(out.answers, asks)
+    marks = [verdict.mark(q, p, asks[q], got.get(q), want[q]) for q, p in points.items()]
+    result = {"score": sum(m.score for m in marks), "possible": float(sum(points.values())),
+              "tests": [dataclasses.asdict(m) for m in marks], "limits_hit": out.limits_hit,
+              "output": out.output, "seconds": out.seconds, "error": None}
+    if output_dir is not None:
+        pathlib.Path(output_dir).mkdir(parents=True, exist_ok=True)
+        name = "__".join(submission.with_suffix("").parts[-2:]) + "-results.json"
+        pathlib.Path(output_dir, name).write_text(json.dumps(result, indent=1))
     return result
-
-
-def _grade_once(submission, autograder, *, timeout, output_dir, debug) -> dict:
-    """One ``otter run`` of :func:`grade`."""
-    with tempfile.TemporaryDirectory() as tmp:
-        cmd = _otter() + ["run", "--no-logo"] + (["--debug"] if debug else []) + ["-a", str(autograder.resolve()), "-o", tmp, str(submission.resolve())]
-        # own process group, killed as a whole on a timeout; the kernel (its own session) exits
-        # within a second when its parent dies (ipykernel's parent poller)
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=tmp,
-                                start_new_session=True)
-        try:
-            stdout, stderr = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            return {"score": 0.0, "possible": None, "tests": [],
-                    "error": f"grading took longer than {timeout} s and was stopped"}
-        results = pathlib.Path(tmp) / "results.json"
-        if proc.returncode != 0 or not results.exists():
-            return {"score": 0.0, "possible": None, "tests": [],
-                    "error": f"otter run failed:\n{stdout[-4000:]}\n{stderr[-4000:]}"}
-        data = json.loads(results.read_text())
-        if output_dir is not None:
-            pathlib.Path(output_dir).mkdir(parents=True, exist_ok=True)
-            shutil.copy(results, pathlib.Path(output_dir) / f"{submission.stem}-results.json")
-    tests = [t for t in data.get("tests", []) if t.get("max_score") is not None]  # skip the "Public Tests" summary
-    score = data.get("score", sum(t.get("score") or 0.0 for t in tests))
-    possible = sum(t["max_score"] for t in tests)
-    return {"score": float(score), "possible": float(possible), "tests": tests, "error": None}
-
-
-def time_limit_source(seconds: float, preload=()) -> str:
-    """Code for the grading kernel: every cell, and every test run by the grader, gets ``seconds``.
-
-    A periodic SIGALRM timer is armed before each cell (IPython's ``pre_run_cell``) and disarmed
-    after it; its handler raises ``TimeoutError`` in the running Python code, every ``seconds``
-    until disarmed (a test file whose examples each loop forever takes ``seconds`` per example).  Otter's
-    ``Checker.check_if_not_already_checked`` (the grader's final cell runs each test file with it)
-    gets its own timer per test file, so a student function that loops forever fails its tests
-    instead of hanging the grader.  Loops inside one long C call are not interrupted; the
-    wall-clock limit of :func:`grade` is the backstop for those.  The modules named in
-    ``preload`` are imported first, outside the limit (importing torch can take seconds).
-    """
-    imports = "".join(f"import {name}\n" for name in preload)
-    return f'''\
-# rcteach.grading.TimeLimit: per-cell and per-test time limit ({seconds} s)
-{imports}
-
-def __rcteach_time_limit(seconds):
-    import inspect
-    import signal
-
-    from IPython import get_ipython
-    from otter.execute import Checker
-
-    def on_alarm(signum, frame):
-        raise TimeoutError(f"stopped after the time limit of {{seconds}} s")
-
-    signal.signal(signal.SIGALRM, on_alarm)
-    # periodic: after a timeout, each following statement of the same cell or test file (a doctest
-    # goes on after a failing example) gets its own `seconds` again
-    arm = lambda *args: signal.setitimer(signal.ITIMER_REAL, seconds, seconds)
-    disarm = lambda *args: signal.setitimer(signal.ITIMER_REAL, 0)
-    ip = get_ipython()
-    ip.events.register("pre_run_cell", arm)
-    ip.events.register("post_run_cell", disarm)
-    check = Checker.check_if_not_already_checked.__func__
-
-    def limited(cls, test_path, global_env=None):
-        if global_env is None:
-            global_env = inspect.currentframe().f_back.f_globals
-        arm()
-        try:
-            return check(cls, test_path, global_env)
-        finally:
-            disarm()
-
-    Checker.check_if_not_already_checked = classmethod(limited)
-
-
-__rcteach_time_limit({float(seconds)!r})
-del __rcteach_time_limit
-'''
-
-
-def _time_limit_plugin():
-    """Build the :class:`TimeLimit` plugin class (importing otter only when it is asked for)."""
-    import nbformat
-    from otter.plugins import AbstractOtterPlugin
-
-    class TimeLimit(AbstractOtterPlugin):
-        """Otter plugin: a time limit per cell and per test file in the grading kernel.
-
-        In the assignment config (``generate: plugins:``)::
-
-            - rcteach.grading.TimeLimit:
-                seconds: 60
-                preload: [torch, rcteach]
-
-        ``before_execution`` prepends the cell of :func:`time_limit_source` to the submission:
-        ``preload`` names modules imported before the limit starts.
-        """
-
-        def before_execution(self, submission):
-            config = self.plugin_config or {}
-            source = time_limit_source(float(config.get("seconds", 60)), config.get("preload", ()))
-            if isinstance(submission, str):  # a .py submission
-                return source + "\n" + submission
-            cell = nbformat.v4.new_code_cell(source)
-            cell.pop("id", None)
-            submission.cells.insert(0, cell)
-            return submission
-
-    TimeLimit.__module__ = __name__
-    return TimeLimit
-
-
-def __getattr__(name):
-    """``TimeLimit`` (the otter plugin) is built on first use: importing otter is slow."""
-    if name == "TimeLimit":
-        cls = _time_limit_plugin()
-        globals()["TimeLimit"] = cls
-        return cls
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _main_assign(args) -> int:
@@ -246,16 +229,42 @@ def _main_assign(args) -> int:
     return 0
 
 
+def _submissions(paths) -> list[pathlib.Path]:
+    """The notebooks named, a folder standing for every ``.ipynb`` under it."""
+    found = []
+    for p in map(pathlib.Path, paths):
+        found += sorted(q for q in p.rglob("*.ipynb") if ".ipynb_checkpoints" not in q.parts) if p.is_dir() else [p]
+    return found
+
+
 def _main_grade(args) -> int:
-    code = 0
-    for sub in args.submissions:
-        r = grade(sub, args.autograder, timeout=args.timeout, output_dir=args.output)
-        line = f"{sub}: {r['score']:g}" + (f" / {r['possible']:g}" if r["possible"] else "")
-        if r["error"]:
-            line += f"  ({r['error'].splitlines()[0]})"
-            code = 1
-        print(line)
-    return code
+    rows = []
+    try:
+        for sub in _submissions(args.submissions):
+            r = grade(sub, args.autograder, timeout=args.timeout, output_dir=args.output,
+                      unsafe_no_sandbox=args.unsafe_no_sandbox)
+            notes = "; ".join(r["limits_hit"])
+            print(f"{sub}: {r['score']:g} / {r['possible']:g}" + (f"  (stopped: {notes})" if notes else ""))
+            rows.append({"notebook": str(sub), "score": r["score"], "possible": r["possible"],
+                         **{t["name"]: t["score"] for t in r["tests"]}, "limits_hit": notes})
+    except (sandbox.SandboxUnavailable, ValueError) as e:
+        print(f"rcteach grade: {e}", file=sys.stderr)
+        return 2
+    finally:
+        if args.output is not None and rows:
+            pathlib.Path(args.output).mkdir(parents=True, exist_ok=True)
+            with open(pathlib.Path(args.output) / "scores.csv", "w", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+                writer.writeheader()
+                writer.writerows(rows)
+    return 0
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"--timeout must be > 0 seconds, got {text}")
+    return value
 
 
 def add_subcommands(sub) -> None:
@@ -265,9 +274,11 @@ def add_subcommands(sub) -> None:
     a.add_argument("--source", default=str(ASSIGNMENTS_DIR), help="folder of <name>/<name>.ipynb masters")
     a.add_argument("--no-run-tests", action="store_true", help="do not check the solutions against the tests")
     a.set_defaults(func=_main_assign)
-    g = sub.add_parser("grade", help="grade submissions locally with otter run (no Docker), with a time limit")
-    g.add_argument("submissions", nargs="+", help="student notebooks (.ipynb)")
-    g.add_argument("-a", "--autograder", required=True, help="the autograder zip built by `assign`")
-    g.add_argument("--timeout", type=float, default=600, help="wall-clock limit per submission in seconds")
-    g.add_argument("-o", "--output", default=None, help="folder for otter's results JSON files")
+    g = sub.add_parser("grade", help="grade submissions, each in a fresh sandbox; the verdict is computed outside it")
+    g.add_argument("submissions", nargs="+", help="student notebooks (.ipynb), or folders of them")
+    g.add_argument("-a", "--autograder", required=True, help="the autograder folder built by `assign`")
+    g.add_argument("--timeout", type=_seconds, default=600, help="wall-clock (and CPU) limit per submission in seconds")
+    g.add_argument("-o", "--output", default=None, help="folder for scores.csv and each submission's results JSON")
+    g.add_argument("--unsafe-no-sandbox", action="store_true",
+                   help="grade even where no bwrap sandbox works: a submission can then read the answers and change files")
     g.set_defaults(func=_main_grade)

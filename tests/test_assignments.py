@@ -1,18 +1,18 @@
-"""The otter-grader course assignments in assignments/ (needs the extra: pip install -e .[assign]).
+"""The course assignments in assignments/ (needs the extra: pip install -e .[assign], and bwrap).
 
-One module-scoped build runs ``otter assign`` on the three masters and grades, three at a time, with
-``otter run`` (local, no Docker): each solutions notebook, each student notebook (with --debug: it
-must run without raising) and two broken submissions.  The tests then only look at the results.
+One module-scoped build runs ``otter assign`` on the three masters and grades, two at a time, in
+the bwrap sandbox: each solutions notebook, each student notebook, a broken submission and
+submissions that answer only the public tests or use a forbidden helper.  The tests then only
+look at the results.  The adversarial submissions are in test_grading_attacks.py.
 """
 
 from __future__ import annotations
 
-import copy
+import html
 import json
 import pathlib
 import shutil
 import subprocess
-import zipfile
 from concurrent.futures import ThreadPoolExecutor
 
 import nbformat
@@ -20,13 +20,13 @@ import pytest
 
 pytest.importorskip("otter", reason="otter-grader not installed: pip install -e .[assign]")
 
-from rcteach import grading  # noqa: E402
+from rcteach import grading, harness  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MASTERS = grading.masters()
 NAMES = [m.parent.name for m in MASTERS]
-HANG_LIMIT = 15  # wall-clock limit for the submission that ignores the per-cell limit
-CELL_LIMIT = 4  # seconds per cell / per test file in the broken-submission autograder
+CELL_LIMIT = 5  # soft seconds per cell / per answer for the broken submission
+HANG_LIMIT = 45  # wall-clock seconds for the submission that hangs at question 3
 
 
 def _cell(source):
@@ -35,41 +35,14 @@ def _cell(source):
     return cell
 
 
-def _with_cell_limit(zip_path, out_path, seconds):
-    """Copy an autograder zip with the TimeLimit plugin's limit set to ``seconds``."""
-    with zipfile.ZipFile(zip_path) as src, zipfile.ZipFile(out_path, "w") as dst:
-        for item in src.infolist():
-            data = src.read(item.filename)
-            if item.filename == "otter_config.json":
-                config = json.loads(data)
-                (plugin,) = config["plugins"]
-                plugin["rcteach.grading.TimeLimit"]["seconds"] = seconds
-                data = json.dumps(config).encode()
-            dst.writestr(item, data)
-    return out_path
-
-
-def _broken_submission(solutions_nb, path):
-    """The a1 solutions with q1a raising, my_centre looping forever (sleeping, to spare the CPU
-    the other gradings share) and a final cell looping forever (busy)."""
-    nb = nbformat.read(solutions_nb, as_version=4)
+def _edited(notebook, path, edits, append=()):
+    """A copy of ``notebook`` at ``path`` whose code cells starting with a key of ``edits`` get its value."""
+    nb = nbformat.read(notebook, as_version=4)
     for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
-        if cell.source.lstrip().startswith('s2 = sp.symbols("s2"'):
-            cell.source = 'raise RuntimeError("a student bug")'
-        elif cell.source.lstrip().startswith("def my_centre"):
-            cell.source = "import time\n\n\ndef my_centre(A):\n    while True:\n        time.sleep(0.05)"
-    nb.cells.append(_cell("while True:\n    pass"))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, path)
-    return path
-
-
-def _hanging_submission(student_nb, path):
-    """A notebook that ignores the per-cell alarm and loops forever: only the wall-clock limit stops it."""
-    nb = nbformat.read(student_nb, as_version=4)
-    nb.cells.insert(1, _cell("import signal, time\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nwhile True:\n    time.sleep(0.05)"))
+        for start, source in edits.items():
+            if cell.cell_type == "code" and cell.source.lstrip().startswith(start):
+                cell.source = source
+    nb.cells += [_cell(s) for s in append]
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, path)
     return path
@@ -78,19 +51,41 @@ def _hanging_submission(student_nb, path):
 @pytest.fixture(scope="module")
 def build(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("assignments")
-    with ThreadPoolExecutor(3) as pool:  # the broken and hanging submissions mostly wait
+    with ThreadPoolExecutor(3) as pool:
         built = dict(zip(NAMES, pool.map(lambda m: grading.assign(m, tmp / "build", run_tests=False), MASTERS)))
-        a1 = built["a1_spectral_gap"]
-        broken = _broken_submission(a1["autograder"].parent / "a1_spectral_gap.ipynb", tmp / "broken" / "a1_spectral_gap.ipynb")
-        hanging = _hanging_submission(a1["student"], tmp / "hanging" / "a1_spectral_gap.ipynb")
-        limited = _with_cell_limit(a1["autograder"], tmp / "a1-limited.zip", CELL_LIMIT)
+    a1 = built["a1_spectral_gap"]
+    a1_solutions = a1["autograder"] / "a1_spectral_gap.ipynb"
+    submissions = {
+        # q1a raises, my_centre loops forever (sleeping), a final cell loops forever (busy)
+        "broken": (_edited(a1_solutions, tmp / "broken.ipynb", {
+            's2 = sp.symbols("s2"': 'raise RuntimeError("a student bug")',
+            "def my_centre": "import time\n\n\ndef my_centre(A):\n    while True:\n        time.sleep(0.05)"},
+            append=["while True:\n    pass"]), dict(timeout=60, cell_timeout=CELL_LIMIT)),
+        # the solutions, dying at question 2 / hanging at question 3 with the time limit disarmed
+        "crash": (_edited(a1_solutions, tmp / "crash.ipynb", {"def swapped_spectrum": "import os\nos._exit(3)"}), {}),
+        "hang": (_edited(a1_solutions, tmp / "hang.ipynb", {"def my_centre": (
+            "import signal, time\nsignal.setitimer(signal.ITIMER_REAL, 0)\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
+            "while True:\n    time.sleep(0.05)")}), dict(timeout=HANG_LIMIT)),
+        # answers hard-coded to pass the public tests only
+        "public only": (_edited(a1["student"], tmp / "public_only.ipynb", {
+            "s2 = sp.symbols": 's2 = sp.symbols("s2", positive=True)\nc_expr = s2 / LN2',
+            "def predicted_radius": "def predicted_radius(T, s2_value):\n    return 0.125",
+            "A = ...": "measured_radius, measured_gap_ratio = 0.125, 8.0",
+            "def swapped_spectrum": "def swapped_spectrum(A):\n    return torch.zeros(A.shape[-1], dtype=torch.complex128)\n\n\n"
+                                    "swap_error = 0.0",
+            "def my_centre": "def my_centre(A):\n    return A - 1 / A.shape[-1]"}), {}),
+        # the solutions, but my_centre and predicted_radius call the helpers the questions forbid
+        "forbidden": (_edited(a1_solutions, tmp / "forbidden.ipynb", {
+            "def my_centre": "from rcteach import centre as _c\n\n\ndef my_centre(A):\n    return _c(A)",
+            "def predicted_radius": "def predicted_radius(T, s2_value):\n    return rcteach.theory.bulk_radius(T, s2_value)"}), {}),
+    }
+    with ThreadPoolExecutor(2) as pool:
         jobs = {}
         for name, b in built.items():
-            solutions = b["autograder"].parent / f"{name}.ipynb"
-            jobs[("solutions", name)] = pool.submit(grading.grade, solutions, b["autograder"], timeout=150)
-            jobs[("student", name)] = pool.submit(grading.grade, b["student"], b["autograder"], timeout=150, debug=True)
-        jobs["broken"] = pool.submit(grading.grade, broken, limited, timeout=150)
-        jobs["hanging"] = pool.submit(grading.grade, hanging, limited, timeout=HANG_LIMIT)
+            jobs[("solutions", name)] = pool.submit(grading.grade, b["autograder"] / f"{name}.ipynb", b["autograder"], timeout=120)
+            jobs[("student", name)] = pool.submit(grading.grade, b["student"], b["autograder"], timeout=120)
+        for key, (path, kwargs) in submissions.items():
+            jobs[key] = pool.submit(grading.grade, path, a1["autograder"], **{"timeout": 120, **kwargs})
         results = {key: job.result() for key, job in jobs.items()}
     return {"built": built, "results": results, "dir": tmp}
 
@@ -106,11 +101,12 @@ def test_master_format(master):
     nb = nbformat.read(master, as_version=4)
     nbformat.validate(nb)
     assert nb.cells[0].cell_type == "raw" and nb.cells[0].source.startswith("# ASSIGNMENT CONFIG")
-    assert "rcteach.grading.TimeLimit" in nb.cells[0].source
     raws = [c.source.splitlines()[0] for c in nb.cells if c.cell_type == "raw"]
     n_questions = raws.count("# BEGIN QUESTION")
     assert n_questions >= 3
     assert raws.count("# END QUESTION") == raws.count("# BEGIN SOLUTION") == raws.count("# BEGIN TESTS") == n_questions
+    assert "from rcteach.feedback import Notebook" in nb.cells[2].source  # short public-test feedback
+    assert nb.cells[-1].source.startswith("## Submitting") and f"{master.name}" in nb.cells[-1].source
     hidden = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("# HIDDEN")]
     assert len(hidden) >= n_questions  # every question has hidden tests
     for cell in nb.cells:  # stored without outputs
@@ -129,15 +125,17 @@ def test_masters_tracked_by_git():
 @pytest.mark.parametrize("name", NAMES)
 def test_solutions_score_full_marks(build, name):
     r = build["results"][("solutions", name)]
-    assert r["error"] is None, r["error"]
-    assert r["possible"] > 0 and r["score"] == r["possible"], [(t["name"], t["score"], t.get("output", "")[-2000:]) for t in r["tests"]]
+    assert r["error"] is None and not r["limits_hit"], (r["limits_hit"], r["output"][-2000:])
+    assert r["possible"] == sum(grading.question_points(ROOT / "assignments" / name / f"{name}.ipynb").values()) > 0
+    assert r["score"] == r["possible"], [(t["name"], t["feedback"]) for t in r["tests"]]
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_student_notebook_runs_and_scores_below_full(build, name):
+def test_student_notebook_runs_and_scores_zero(build, name):
     r = build["results"][("student", name)]
-    assert r["error"] is None, r["error"]  # --debug: any exception in the notebook is an error
-    assert r["score"] < r["possible"]
+    assert r["error"] is None and not r["limits_hit"]
+    assert "Traceback" not in r["output"] and "Error" not in r["output"], r["output"][-2000:]  # runs without raising
+    assert r["score"] == 0 and all(t["feedback"] for t in r["tests"])
 
 
 def _strings(obj):
@@ -203,32 +201,61 @@ def test_student_notebook_has_no_solutions_or_hidden_tests(build, name):
 
 def test_raising_and_looping_submission_is_graded(build):
     r = build["results"]["broken"]
-    assert r["error"] is None, r["error"]
     scores = {t["name"]: t["score"] for t in r["tests"]}
     assert scores["q1a"] == 0  # the cell raised
-    assert scores["q3"] == 0  # my_centre loops forever: its tests time out after CELL_LIMIT s
+    assert scores["q3"] == 0  # my_centre loops forever: stopped after CELL_LIMIT s
     assert scores["q1b"] == 2 and scores["q1c"] == 2 and scores["q2"] == 3  # the rest is graded
-    assert r["score"] == 7
+    assert r["score"] == 7 and not r["limits_hit"]
+    feedback = {t["name"]: t["feedback"] for t in r["tests"]}
+    assert any("TimeoutError" in line for line in feedback["q3"]) and any("NameError" in line for line in feedback["q1a"])
 
 
-def test_hanging_submission_stops_at_the_wall_clock_limit(build):
-    r = build["results"]["hanging"]
-    assert r["score"] == 0 and f"longer than {HANG_LIMIT} s" in r["error"]
+def test_crash_and_hang_keep_the_questions_answered_before(build):
+    crash, hang = build["results"]["crash"], build["results"]["hang"]
+    assert crash["score"] == 6 and not crash["limits_hit"]  # q1a, q1b, q1c; q2 and q3 never answered
+    assert {t["name"] for t in crash["tests"] if t["feedback"] and "no answer" in t["feedback"][0]} == {"q2", "q3"}
+    assert hang["score"] == 9 and hang["limits_hit"] == [f"wall-clock limit ({HANG_LIMIT} s)"]
 
 
-def test_time_limit_plugin_prepends_a_cell():
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
-    out = grading.TimeLimit("sub.ipynb", {}, {"seconds": 7}).before_execution(copy.deepcopy(nb))
-    assert len(out.cells) == 2 and "7.0" in out.cells[0].source and out.cells[1].source == "x = 1"
-    with_preload = grading.TimeLimit("s.ipynb", {}, {"preload": ["torch", "rcteach"]}).before_execution(copy.deepcopy(nb))
-    assert "import torch\nimport rcteach\n" in with_preload.cells[0].source
-    compile(out.cells[0].source, "<limit>", "exec")
-    assert grading.TimeLimit("sub.py", {}, {}).before_execution("x = 1").endswith("x = 1")
+def test_answers_to_the_public_tests_only_score_nothing(build):
+    """Hard-coded answers that pass every public test fail the hidden inputs."""
+    r = build["results"]["public only"]
+    assert r["score"] == 0, [(t["name"], t["feedback"]) for t in r["tests"]]
+    q1b = next(t for t in r["tests"] if t["name"] == "q1b")
+    assert "got 0.125; expected" in q1b["feedback"][0]
 
 
-def test_grade_rejects_missing_files(tmp_path):
+def test_forbidden_helpers_earn_nothing(build):
+    r = build["results"]["forbidden"]
+    scores = {t["name"]: t["score"] for t in r["tests"]}
+    assert scores["q1b"] == 0 and scores["q3"] == 0 and r["score"] == r["possible"] - 5
+    q3 = next(t for t in r["tests"] if t["name"] == "q3")
+    assert "forbids (rcteach.centre)" in q3["feedback"][0]
+
+
+@pytest.mark.parametrize("master", MASTERS, ids=NAMES)
+def test_answer_keys_ask_about_every_question(master):
+    import random
+
+    from rcteach.answers import ASK
+
+    asks = grading._load_key_module(master.parent / grading.KEY).asks
+    first, second = asks(random.Random(1), ASK), asks(random.Random(2), ASK)
+    assert list(first) == list(grading.question_points(master))
+    assert json.dumps(first) != json.dumps(second)  # fresh inputs for every submission
+    for question in first.values():
+        assert question and all(json.loads(json.dumps(a)) == a for a in question)  # plain data
+
+
+def test_grade_rejects_bad_arguments(build, tmp_path):
+    autograder = build["built"]["a1_spectral_gap"]["autograder"]
     with pytest.raises(ValueError, match="submission"):
-        grading.grade(tmp_path / "nope.ipynb", tmp_path / "ag.zip")
+        grading.grade(tmp_path / "nope.ipynb", autograder)
+    with pytest.raises(ValueError, match="autograder"):
+        grading.grade(build["built"]["a1_spectral_gap"]["student"], tmp_path)
+    for bad in (0, -1, float("nan")):
+        with pytest.raises(ValueError, match="timeout"):
+            grading.grade(build["built"]["a1_spectral_gap"]["student"], autograder, timeout=bad)
 
 
 def test_assign_rejects_a_missing_master(tmp_path):
@@ -239,22 +266,43 @@ def test_assign_rejects_a_missing_master(tmp_path):
 def test_cli_registers_assign_and_grade():
     from rcteach.cli import build_parser
 
-    args = build_parser().parse_args(["grade", "a.ipynb", "b.ipynb", "-a", "ag.zip", "--timeout", "30"])
-    assert args.submissions == ["a.ipynb", "b.ipynb"] and args.autograder == "ag.zip" and args.timeout == 30
+    args = build_parser().parse_args(["grade", "a.ipynb", "b.ipynb", "-a", "ag", "--timeout", "30"])
+    assert args.submissions == ["a.ipynb", "b.ipynb"] and args.autograder == "ag" and args.timeout == 30
+    assert not args.unsafe_no_sandbox
+    for bad in ("0", "-5", "nan"):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["grade", "a.ipynb", "-a", "ag", "--timeout", bad])
     args = build_parser().parse_args(["assign", "-o", "out"])
     assert args.output == "out" and not args.no_run_tests
 
 
-def test_grade_repeats_a_run_that_lost_its_kernel_ports(tmp_path, monkeypatch):
-    nb, zip_ = tmp_path / "s.ipynb", tmp_path / "a.zip"
-    nb.write_text("{}")
-    zip_.write_text("")
-    race = {"score": 0.0, "possible": None, "tests": [],
-            "error": "otter run failed:\nzmq.error.ZMQError: Address already in use (addr='tcp://127.0.0.1:1')"}
-    done = {"score": 1.0, "possible": 1.0, "tests": [], "error": None}
-    other = {**race, "error": "otter run failed:\nNameError: a student bug"}
-    for outcomes, calls, expected in (([race, done], 2, done), ([race] * 5, grading.KERNEL_START_ATTEMPTS, race),
-                                      ([other, done], 1, other)):
-        seen = []
-        monkeypatch.setattr(grading, "_grade_once", lambda *a, **k: seen.append(1) or outcomes[len(seen) - 1])
-        assert grading.grade(nb, zip_) == expected and len(seen) == calls
+def test_public_tests_pass_hard_coded_answers_with_short_feedback(build, tmp_path, monkeypatch):
+    """The student-side checks (rcteach.feedback): one line per failed test, a score line; the
+    hard-coded answers of "public only" pass every public test (the hidden inputs catch them)."""
+    from rcteach import feedback
+
+    student = build["built"]["a1_spectral_gap"]["student"]
+    shutil.copy(student, tmp_path / student.name)
+    monkeypatch.chdir(tmp_path)
+    grader = feedback.Notebook(student.name)
+    env = {}
+    exec("import math, sympy as sp, torch, rcteach\nLN2 = rcteach.LN2\ns2 = sp.symbols('s2', positive=True)\nc_expr = s2\n"
+         "def predicted_radius(T, s2_value):\n    return 0.0884", env)
+    q1b = grader.check("q1b", env)
+    assert not q1b.passed and q1b.failures == {"q1b": ["predicted_radius(64, ln 2) returned 0.0884; expected sqrt(c/T) = 0.125"]}
+    assert "c_expr at s2 = ln 2 is 0.6931; expected e^(ln 2) - 1 = 1" in repr(grader.check("q1a", env))  # c_expr = s2 fails
+    report = grader.check_all(env)
+    assert report.lines()[-1].startswith("Public tests: 0 / 5 questions pass") and "Trying:" not in repr(report)
+    assert report._repr_html_() == "<pre>" + html.escape(repr(report)) + "</pre>"  # no raw <doctest ...> tags
+    for cell in nbformat.read(build["dir"] / "public_only.ipynb", as_version=4).cells:
+        if cell.cell_type == "code" and not cell.source.startswith(("grader", "# Initialize")):
+            exec(cell.source, env)
+    assert grader.check_all(env).passed, grader.check_all(env)
+
+
+def test_otter_cells_are_recognised():
+    assert harness.is_otter_cell('# Initialize Otter\nimport otter\ngrader = otter.Notebook("a.ipynb")')
+    assert harness.is_otter_cell('# Initialize Otter\nfrom rcteach.feedback import Notebook\n\ngrader = Notebook("a.ipynb")')
+    assert harness.is_otter_cell("grader.check_all()") and harness.is_otter_cell('grader.check("q9")')
+    assert harness.CHECK.match('grader.check("q1a")').group(1) == "q1a"
+    assert not harness.is_otter_cell("import otter\nx = 1") and not harness.is_otter_cell("x = 1")
