@@ -17,7 +17,7 @@ def asks(rng, ask):
     return {
         "q1a": [ask.value("properties")],
         "q1b": [ask.call("my_diameter", m, forbid=["rcteach.diameter"]) for m in masks],
-        "q2": [ask.call("uniform_rate", m, forbid=["rcteach.theory.consensus_rate"], atol=1e-6) for m in masks]
+        "q2": [ask.call("uniform_rate", m, forbid=["rcteach.consensus_rate"], atol=1e-6) for m in masks]
               + [ask.value("measured_rate")],
         "q3": [ask.value("residual", atol=1e-12), ask.value("rank"), ask.value("rho"), ask.value("final_distance", atol=1e-9)],
     }
