@@ -1,5 +1,5 @@
-"""``python -m rcteach``: see :mod:`rcteach.cli`."""
+"""``python -m rcteach``: see :mod:`rcteach.tools.cli`."""
 
-from .cli import main
+from .tools.cli import main
 
 raise SystemExit(main())

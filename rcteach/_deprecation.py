@@ -1,11 +1,12 @@
 """Old names that keep working for one release, each with a ``DeprecationWarning`` naming the new one.
 
-Three shapes of rename, one helper each:
+Four shapes of rename, one helper each:
 
 * a renamed keyword argument: :func:`renamed_keywords`, a decorator;
 * a renamed or moved module attribute (function, constant, module): :func:`moved_attributes`, which
   builds the module's ``__getattr__``;
-* a renamed function that must stay callable under its old name: :func:`renamed_function`.
+* a renamed function that must stay callable under its old name: :func:`renamed_function`;
+* a moved module (``import rcteach.sweep`` for :mod:`rcteach.tools.sweep`): :func:`moved_modules`.
 
 rcteach itself never uses an old name (``pyproject.toml`` turns such warnings into errors).
 """
@@ -14,9 +15,12 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.abc
+import importlib.util
+import sys
 import warnings
 
-__all__ = ["warn", "renamed_keywords", "moved_attributes", "renamed_function"]
+__all__ = ["warn", "renamed_keywords", "moved_attributes", "renamed_function", "moved_modules"]
 
 
 def warn(old: str, new: str, *, stacklevel: int = 3) -> None:
@@ -71,3 +75,25 @@ def renamed_function(fn, old: str, new: str):
         return fn(*args, **kwargs)
 
     return alias
+
+
+class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Import hook serving each old module name (``moved``: old dotted name -> new) as the new module."""
+
+    def __init__(self, moved: dict[str, str]):
+        self.moved = moved
+
+    def find_spec(self, name, path=None, target=None):
+        return importlib.util.spec_from_loader(name, self) if name in self.moved else None
+
+    def create_module(self, spec):
+        warn(spec.name, self.moved[spec.name], stacklevel=3)  # the importer (warnings skips importlib frames)
+        return importlib.import_module(self.moved[spec.name])  # sys.modules[old] is the new module itself
+
+    def exec_module(self, module):
+        pass
+
+
+def moved_modules(moved: dict[str, str]) -> None:
+    """Keep ``import <old>`` working for each moved module (``moved``: old dotted name -> new), with a warning."""
+    sys.meta_path.append(_MovedModules(moved))

@@ -395,13 +395,13 @@ def _settings(**kw) -> dict:
 
 def run_grid(out, configs="all", *, T=None, gamma=None, depth=10, seeds=5, base_seed=0, authors_skip=False,
              dtype="float32", device=None, executor=None, force=False, progress=True) -> Table:
-    """Run the grid into ``out/depth.csv`` (resumable) and return it as a :class:`rcteach.sweep.Table`.
+    """Run the grid into ``out/depth.csv`` (resumable) and return it as a :class:`rcteach.tools.sweep.Table`.
 
     One sweep point per (T, gamma) (default :data:`GRID`), all ``configs`` batched in it, seeded from
-    the point (:func:`rcteach.sweep.point_seed`), so serial, resumed and ``executor`` runs give the
+    the point (:func:`rcteach.tools.sweep.point_seed`), so serial, resumed and ``executor`` runs give the
     same table.  The settings go to ``out/depth.json``; resuming a CSV made with other settings raises
     ValueError unless ``force=True`` (which starts a new table).  ``executor``: any
-    ``concurrent.futures.Executor`` or dask ``Client`` (see :func:`rcteach.sweep.sweep`).
+    ``concurrent.futures.Executor`` or dask ``Client`` (see :func:`rcteach.tools.sweep.sweep`).
     """
     names = config_names(configs)
     grid = {"T": list(GRID["T"] if T is None else T), "gamma": list(GRID["gamma"] if gamma is None else gamma)}

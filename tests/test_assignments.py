@@ -20,7 +20,9 @@ import pytest
 
 pytest.importorskip("otter", reason="otter-grader not installed: pip install -e .[assign]")
 
-from rcteach import grading, harness  # noqa: E402
+from rcteach import harness
+
+from rcteach.tools import grading  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MASTERS = grading.masters()
@@ -105,7 +107,7 @@ def test_master_format(master):
     n_questions = raws.count("# BEGIN QUESTION")
     assert n_questions >= 3
     assert raws.count("# END QUESTION") == raws.count("# BEGIN SOLUTION") == raws.count("# BEGIN TESTS") == n_questions
-    assert "from rcteach.feedback import Notebook" in nb.cells[2].source  # short public-test feedback
+    assert "from rcteach.tools.grading.feedback import Notebook" in nb.cells[2].source  # short public-test feedback
     assert nb.cells[-1].source.startswith("## Submitting") and f"{master.name}" in nb.cells[-1].source
     hidden = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("# HIDDEN")]
     assert len(hidden) >= n_questions  # every question has hidden tests
@@ -237,7 +239,7 @@ def test_forbidden_helpers_earn_nothing(build):
 def test_answer_keys_ask_about_every_question(master):
     import random
 
-    from rcteach.answers import ASK
+    from rcteach.tools.grading.answers import ASK
 
     asks = grading._load_key_module(master.parent / grading.KEY).asks
     first, second = asks(random.Random(1), ASK), asks(random.Random(2), ASK)
@@ -264,7 +266,7 @@ def test_assign_rejects_a_missing_master(tmp_path):
 
 
 def test_cli_registers_assign_and_grade():
-    from rcteach.cli import build_parser
+    from rcteach.tools.cli import build_parser
 
     args = build_parser().parse_args(["grade", "a.ipynb", "b.ipynb", "-a", "ag", "--timeout", "30"])
     assert args.submissions == ["a.ipynb", "b.ipynb"] and args.autograder == "ag" and args.timeout == 30
@@ -277,7 +279,7 @@ def test_cli_registers_assign_and_grade():
 
 
 def test_public_tests_pass_hard_coded_answers_with_short_feedback(build, tmp_path, monkeypatch):
-    """The student-side checks (rcteach.feedback): one line per failed test, a score line; the
+    """The student-side checks (rcteach.tools.grading.feedback): one line per failed test, a score line; the
     hard-coded answers of "public only" pass every public test (the hidden inputs catch them)."""
     from rcteach import feedback
 
@@ -302,7 +304,7 @@ def test_public_tests_pass_hard_coded_answers_with_short_feedback(build, tmp_pat
 
 def test_otter_cells_are_recognised():
     assert harness.is_otter_cell('# Initialize Otter\nimport otter\ngrader = otter.Notebook("a.ipynb")')
-    assert harness.is_otter_cell('# Initialize Otter\nfrom rcteach.feedback import Notebook\n\ngrader = Notebook("a.ipynb")')
+    assert harness.is_otter_cell('# Initialize Otter\nfrom rcteach.tools.grading.feedback import Notebook\n\ngrader = Notebook("a.ipynb")')
     assert harness.is_otter_cell("grader.check_all()") and harness.is_otter_cell('grader.check("q9")')
     assert harness.CHECK.match('grader.check("q1a")').group(1) == "q1a"
     assert not harness.is_otter_cell("import otter\nx = 1") and not harness.is_otter_cell("x = 1")

@@ -1,4 +1,4 @@
-"""Unit tests for rcteach.bench (tiny sizes: these test the machinery, not the timings)."""
+"""Unit tests for rcteach.tools.bench (tiny sizes: these test the machinery, not the timings)."""
 
 import csv
 import math
@@ -6,8 +6,8 @@ import math
 import pytest
 import torch
 
-from rcteach import bench
-from rcteach.cli import build_parser, main
+from rcteach.tools import bench
+from rcteach.tools.cli import build_parser, main
 
 
 def test_fit_exponent():

@@ -474,6 +474,6 @@ def test_every_registered_check_declares_a_mutant_and_an_honest_source():
 
 def test_quick_mode_kills_every_mutant():
     """CI runs the mutant mode: every check passes in quick mode and rejects each of its mutants."""
-    from rcteach.cli import main
+    from rcteach.tools.cli import main
 
     assert main(["check", "--mutants", "--json", "--device", "cpu"]) == 0

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rcteach.checks import Comparison, register
-from rcteach.cli import build_parser, main
+from rcteach.tools.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
 registry_module = importlib.import_module("rcteach.checks.registry")

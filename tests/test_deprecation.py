@@ -71,16 +71,21 @@ def test_normalise_moved_to_norms():
         assert depth.NORMS is norms.NORMS
 
 
-def test_layernorm_module_renamed_wu_table():
-    from rcteach import layernorm, wu_table
-
-    with pytest.deprecated_call(match="rcteach.wu_table.layernorm_table"):
-        assert layernorm.layernorm_table is wu_table.layernorm_table
-
-
 def test_consensus_rate_moved_to_masks():
     from rcteach import theory
 
     mask = rcteach.make_mask("causal", 6)
     with pytest.deprecated_call(match="rcteach.masks.consensus_rate"):
         assert theory.consensus_rate(mask) == rcteach.consensus_rate(mask) == 0.5
+
+
+@pytest.mark.parametrize("old, new", [("rcteach.sweep", "rcteach.tools.sweep"), ("rcteach.grading", "rcteach.tools.grading"),
+                                      ("rcteach.layernorm", "rcteach.wu_table")])
+def test_moved_modules_import_as_the_new_module_with_a_warning(old, new):
+    import importlib
+    import sys
+
+    sys.modules.pop(old, None)
+    with pytest.deprecated_call(match=f"{old} is deprecated; use {new}"):
+        module = importlib.import_module(old)
+    assert module is importlib.import_module(new)

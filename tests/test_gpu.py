@@ -13,7 +13,8 @@ import pytest
 import torch
 
 import rcteach
-from rcteach import bench, matfree, sweep
+from rcteach import matfree
+from rcteach.tools import bench, sweep
 from rcteach.depth import propagate, weight_gradients
 from rcteach.wu_table import layernorm_runs
 from rcteach.width import width_stable_ranks

@@ -1,4 +1,4 @@
-"""Adversarial submissions against the trusted grader (rcteach.grading with rcteach.sandbox).
+"""Adversarial submissions against the trusted grader (rcteach.tools.grading with rcteach.tools.grading.sandbox).
 
 Threat model: a submission is code written by a student who can read this repository, otter's
 source and the student notebook.  One submission per attack class of the grading issue; each must
@@ -25,7 +25,9 @@ import pytest
 
 pytest.importorskip("otter", reason="otter-grader not installed: pip install -e .[assign]")
 
-from rcteach import answers, grading, sandbox, verdict  # noqa: E402
+from rcteach import answers, sandbox, verdict
+
+from rcteach.tools import grading  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MASTER = ROOT / "assignments" / "a1_spectral_gap" / "a1_spectral_gap.ipynb"
@@ -57,10 +59,10 @@ def _attacks(autograder: pathlib.Path, outside: pathlib.Path) -> dict:
             "grader = otter.Notebook('a1_spectral_gap.ipynb')\ngrader.check = lambda *a, **k: None",
         ], {}),
         "patch the comparisons": ([
-            "import math, numpy, numpy.testing, torch, rcteach.verdict\n"
+            "import math, numpy, numpy.testing, torch, rcteach.tools.grading.verdict\n"
             "torch.allclose = lambda *a, **k: True\nnumpy.testing.assert_allclose = lambda *a, **k: None\n"
             "numpy.allclose = lambda *a, **k: True\nmath.isclose = lambda *a, **k: True\n"
-            "rcteach.verdict.same = lambda *a, **k: True",
+            "rcteach.tools.grading.verdict.same = lambda *a, **k: True",
             "class Anything(float):\n    __eq__ = lambda self, other: True\n    __ne__ = lambda self, other: False\n"
             "c_expr = measured_radius = measured_gap_ratio = swap_error = Anything(0)\n"
             "predicted_radius = swapped_spectrum = my_centre = lambda *a: Anything(0)",
@@ -245,7 +247,7 @@ def test_grade_refuses_without_a_sandbox(graded, monkeypatch, tmp_path):
     monkeypatch.setattr(sandbox, "available", lambda: "bubblewrap (`bwrap`) is not installed")
     with pytest.raises(sandbox.SandboxUnavailable, match="--unsafe-no-sandbox"):
         grading.grade(student, graded["autograder"])
-    from rcteach.cli import main
+    from rcteach.tools.cli import main
 
     assert main(["grade", str(student), "-a", str(graded["autograder"])]) == 2
     r = grading.grade(student, graded["autograder"], unsafe_no_sandbox=True, timeout=60)
@@ -260,7 +262,7 @@ def test_sandbox_probe_names_a_missing_bwrap(monkeypatch):
 def test_cli_grades_a_folder_into_a_csv(graded, tmp_path, capsys):
     import csv
 
-    from rcteach.cli import main
+    from rcteach.tools.cli import main
 
     for student in ("alice", "bob"):
         (tmp_path / "class" / student).mkdir(parents=True)

@@ -2,7 +2,7 @@
 
 import math
 
-from rcteach import bench
+from rcteach.tools import bench
 
 FAKE = '''import argparse, os, time
 p = argparse.ArgumentParser()
@@ -40,7 +40,7 @@ def test_fit_cost_exponents():
 
 
 def test_cli_official_needs_grid(capsys):
-    from rcteach.cli import main
+    from rcteach.tools.cli import main
 
     assert main(["bench", "--official", "/nowhere"]) == 2
     assert main(["bench", "--grid", "--official", "/nowhere"]) == 2

@@ -5,8 +5,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from rcteach import grid
-from rcteach.cli import main
-from rcteach.sweep import Table, executor_from
+from rcteach.tools.cli import main
+from rcteach.tools.sweep import Table, executor_from
 
 SMALL = dict(configs="A_perp + LN,A(X)_perp", T=[6, 8], gamma=[1.0, 0.5], depth=3, seeds=2, progress=False)
 COLUMNS = ["config", "T", "gamma", "seed", "layer", "stable_rank", "stable_rank_gram", "relative_mu", "log_norm"]

@@ -1,4 +1,4 @@
-"""Student copies of chapters (rcteach.student) and the collapsed solutions of every chapter."""
+"""Student copies of chapters (rcteach.tools.student) and the collapsed solutions of every chapter."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import jupytext
 import nbformat
 import pytest
 
-from rcteach import student
-from rcteach.cli import main
+from rcteach.tools import student
+from rcteach.tools.cli import main
 
 BOOK = pathlib.Path(__file__).resolve().parent.parent / "book"
 CHAPTERS = sorted(p for p in BOOK.glob("[0-9]*.md"))

@@ -1,4 +1,4 @@
-"""Unit tests for rcteach.sweep: the grid runner, the tidy table, resuming, plots, the experiments."""
+"""Unit tests for rcteach.tools.sweep: the grid runner, the tidy table, resuming, plots, the experiments."""
 
 import csv
 
@@ -8,8 +8,8 @@ import torch
 
 matplotlib.use("Agg")
 
-from rcteach import sweep as sw  # noqa: E402
-from rcteach.sweep import (Table, authors_grid, depth_point, grid_points, plot_sweep, point_seed,  # noqa: E402
+from rcteach.tools import sweep as sw  # noqa: E402
+from rcteach.tools.sweep import (Table, authors_grid, depth_point, grid_points, plot_sweep, point_seed,  # noqa: E402
                            sweep, width_point)
 
 CALLS = []

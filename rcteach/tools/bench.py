@@ -61,14 +61,14 @@ from collections.abc import Callable
 
 import torch
 
-from .attention import random_attention
-from .depth import propagate
-from .device import resolve
-from .matfree import frobenius_bulk_radius
-from .matfree import stable_rank as matfree_stable_rank
-from .metrics import spectrum, stable_rank
-from .theory import LN2
-from .width import width_stable_ranks
+from ..attention import random_attention
+from ..depth import propagate
+from ..device import resolve
+from ..matfree import frobenius_bulk_radius
+from ..matfree import stable_rank as matfree_stable_rank
+from ..metrics import spectrum, stable_rank
+from ..theory import LN2
+from ..width import width_stable_ranks
 
 __all__ = ["CASES", "PRESETS", "run", "run_depth", "fit_exponent", "fits", "suite", "format_rows", "write_csv",
            "peak_memory_mb", "main"]
@@ -472,7 +472,7 @@ def _grid_child(gammas: list[float], Ts: list[int], seeds: int, depth: int) -> N
     """In a fresh process: rcteach's whole grid; prints JSON {points: [[T, d, cpu s]], nonfinite}."""
     import json
 
-    from . import grid
+    from .. import grid
 
     torch.set_num_threads(1)
     points, bad = [], 0
@@ -541,7 +541,7 @@ def grid_side_by_side(official=None, *, T=None, gamma=None, seeds=5, depth=10, l
     import json
     import tempfile
 
-    from . import grid
+    from .. import grid
 
     Ts = list(grid.GRID["T"] if T is None else T)
     gammas = list(grid.GRID["gamma"] if gamma is None else gamma)
@@ -554,7 +554,7 @@ def grid_side_by_side(official=None, *, T=None, gamma=None, seeds=5, depth=10, l
             raise ValueError(f"official must be a checkout of the Mind-the-Gap code with stable_ranks.py, got {official}")
     load_before = os.getloadavg()
     runs, theirs = [], None
-    code = f"from rcteach.bench import _grid_child; _grid_child({gammas!r}, {Ts!r}, {seeds}, {depth})"
+    code = f"from rcteach.tools.bench import _grid_child; _grid_child({gammas!r}, {Ts!r}, {seeds}, {depth})"
     with tempfile.TemporaryDirectory() as tmp:
         for side in ("rcteach", "official", "rcteach") if official is not None else ("rcteach",):
             if side == "rcteach":

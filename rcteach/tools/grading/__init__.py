@@ -39,7 +39,7 @@ from . import answers, harness, sandbox, verdict
 
 __all__ = ["ASSIGNMENTS_DIR", "masters", "assign", "assign_all", "grade", "question_points"]
 
-ASSIGNMENTS_DIR = pathlib.Path(__file__).resolve().parent.parent / "assignments"
+ASSIGNMENTS_DIR = pathlib.Path(__file__).resolve().parents[3] / "assignments"
 
 
 def _otter() -> list[str]:
@@ -109,7 +109,9 @@ def _env() -> dict:
 #: What ``assign`` adds to otter's autograder folder for the trusted grader (none of it is ever
 #: visible to a submission): the answer key and the points of each question.
 KEY, QUESTIONS = "key.py", "questions.json"
-PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
+#: The rcteach package (visible and importable, read-only, in the sandbox) and the folder of the harness in it.
+PACKAGE_DIR = pathlib.Path(__file__).resolve().parents[2]
+HARNESS_DIR = pathlib.Path(__file__).resolve().parent
 #: Imported in the sandbox before a notebook's first cell (if the notebook names them), so that their
 #: import time does not count against the per-cell limit.
 PRELOAD = ["torch", "sympy", "numpy", "rcteach"]
@@ -206,7 +208,7 @@ def grade(submission, autograder, *, timeout=600, output_dir=None, cell_timeout=
     with tempfile.TemporaryDirectory(prefix="rcteach-grade-") as tmp:
         shutil.copyfile(submission, pathlib.Path(tmp, "submission.ipynb"))
         pathlib.Path(tmp, "asks.json").write_text(json.dumps({"questions": asks, "preload": PRELOAD}))
-        argv = [sys.executable, "-c", _HARNESS, str(PACKAGE_DIR), f"{tmp}/submission.ipynb", f"{tmp}/asks.json",
+        argv = [sys.executable, "-c", _HARNESS, str(HARNESS_DIR), f"{tmp}/submission.ipynb", f"{tmp}/asks.json",
                 "{answers_fd}", str(cell_timeout or min(60.0, timeout))]
         out = sandbox.run(argv, read_only=[tmp], packages=[PACKAGE_DIR], limits=limits,
                           unsafe_no_sandbox=unsafe_no_sandbox)

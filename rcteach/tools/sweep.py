@@ -30,12 +30,12 @@ from collections.abc import Callable, Iterable, Mapping
 
 import torch
 
-from . import _validate
-from .depth import propagate
-from .device import make_generator, resolve
-from .theory import LN2
-from .tokens import orthonormal_tokens
-from .width import width_dims, width_stable_ranks
+from .. import _validate
+from ..depth import propagate
+from ..device import make_generator, resolve
+from ..theory import LN2
+from ..tokens import orthonormal_tokens
+from ..width import width_dims, width_stable_ranks
 
 __all__ = ["Table", "grid_points", "point_seed", "sweep", "executor_from", "plot_sweep", "width_point", "depth_point",
            "AUTHORS_GRID", "authors_grid"]
@@ -309,10 +309,10 @@ def plot_sweep(table: Table, x: str, y: str, *, hue=None, ax=None, title=None, y
     One line per value of ``hue`` (another column), labelled by ``label`` (a format string with
     ``{hue}`` and ``{value}``).  Say which stable rank in ``ylabel``.  Returns the axes.
     """
-    from .plotting import axes
+    from ..plotting import axes
 
     if not isinstance(table, Table):
-        raise TypeError(f"table must be a rcteach.sweep.Table, got {type(table).__name__}")
+        raise TypeError(f"table must be a rcteach.tools.sweep.Table, got {type(table).__name__}")
     _, ax = axes(title or f"{y} against {x}", x, ylabel or y, ax=ax)
     hues = [None] if hue is None else sorted(set(table[hue]), key=lambda v: (str(type(v)), v))
     for h in hues:

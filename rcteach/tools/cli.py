@@ -7,8 +7,8 @@ import json
 import sys
 import time
 
-from .checks import mutants_table, results_table, run_checks
-from .device import resolve
+from ..checks import mutants_table, results_table, run_checks
+from ..device import resolve
 
 
 def _check(args) -> int:
@@ -33,7 +33,7 @@ def _bench(args) -> int:
 
 
 def _sweep(args) -> int:
-    from .grid import run_grid
+    from ..grid import run_grid
     from .sweep import executor_from
 
     client = executor_from(args.dask) if args.dask else None
@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--mutants", action="store_true",
                        help="also test each check against its mutants (named wrong predictions); exit 1 if any survives")
 
-    bench = sub.add_parser("bench", help="time rcteach against the bare torch kernels (see rcteach.bench)")
+    bench = sub.add_parser("bench", help="time rcteach against the bare torch kernels (see rcteach.tools.bench)")
     preset = bench.add_mutually_exclusive_group()
     preset.add_argument("--quick", action="store_true", help="small sizes (T <= 256), a few seconds")
     preset.add_argument("--gpu-suite", action="store_true",
