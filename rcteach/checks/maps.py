@@ -38,12 +38,13 @@ EDGE_NOTE = (
     "E f / sqrt(Var f / T) ~ 16 times the edge) but not 5%: an exception"
 )
 RELATIVE_GAP_NOTE = (
-    "relative 6%: both bulk edges sit 2-4% above their predictions at T = 256 and on the same logits "
-    "these excesses largely cancel (over 20 seeds the measured quotient is 0.5-2% below the prediction at "
-    "s2 = 0.5, 1 and for sigmoid with b in [-2, 2]); the seed spread of the quotient is 2-4% per draw, "
-    "<= 2% on a 4-seed mean.  Stated for s2 <= 1: at "
-    "s2 >= 1.5 the heavy tail of e^g makes softmax's bulk at T = 256 fall short of sqrt(c/T) (by 7% at "
-    "s2 = 2), and the measured ratio drops 5-11% below the leading-order prediction"
+    "relative 3% (ReLU, T = 256) and 2.5% (sigmoid, T = 512).  The gap ratio of each map is |lambda_1| over the "
+    "disc radius of its bulk (sqrt(2 mean |lambda|^2), as in bulk-radius, with no edge excess); on the same logits "
+    "the maps' finite-T deficits partly cancel.  Over 3 base seeds of 4 matrices the quotient sat 0.7-1.3% below "
+    "the prediction for ReLU at T = 256, s2 = 0.5 (per-draw sd 0.3%), and 1.2-2.3% below for sigmoid (b = -2, "
+    "s2 = ln 2) at T = 256 but 0.9-1.1% below at T = 512 (per-draw sd 0.3-0.7%).  With the largest modulus as the "
+    "bulk radius these checks needed 6% and resolved 6-7%.  Stated for s2 <= 1: at s2 >= 1.5 the heavy tail of e^g "
+    "makes softmax's bulk at T = 256 fall short of sqrt(c/T) (by 7% at s2 = 2)"
 )
 
 
@@ -59,6 +60,12 @@ def _gap(*args, **kwargs):
 def _disc(*args, **kwargs) -> float:
     """Mean over seeds of the disc radius of the bulk (rcteach.checks.statistics.disc_radius)."""
     return disc_radius(spectrum(_attention(*args, **kwargs))[..., 1:]).mean().item()
+
+
+def _disc_gap(*args, **kwargs) -> float:
+    """Mean over seeds of the gap ratio |lambda_1| / disc radius of the bulk."""
+    ev = spectrum(_attention(*args, **kwargs))
+    return (ev[..., 0].abs() / disc_radius(ev[..., 1:])).mean().item()
 
 
 @register(
@@ -146,14 +153,13 @@ def centred_maps_no_outlier(*, T, seeds, bias, s2=LN2, seed=14, device=None) -> 
            "gap exactly when s2 < ln(pi) (s2 <= 1 tested)"),
     source="derived",
     tolerance_note=RELATIVE_GAP_NOTE,
-    mutants={**off_by(0.08), "sqrt(c / pi) (Var relu taken as E relu^2)": lambda p, s: (theory.c(s["s2"]) / math.pi) ** 0.5},
+    mutants={**off_by(0.05), "sqrt(c / pi) (Var relu taken as E relu^2)": lambda p, s: (theory.c(s["s2"]) / math.pi) ** 0.5},
     quick=dict(T=256, seeds=4, s2=0.5),
     full=dict(T=1024, seeds=8, s2=0.5),
 )
 def relu_vs_softmax_gap(*, T, seeds, s2, seed=15, device=None) -> Comparison:
-    relu = _gap(T, s2, seeds, seed, device, "relu").ratio.mean().item()
-    softmax = _gap(T, s2, seeds, seed, device).ratio.mean().item()
-    return Comparison(prediction=theory.relative_gap("relu", s2), measured=relu / softmax, tolerance=0.06, relative=True)
+    quotient = _disc_gap(T, s2, seeds, seed, device, "relu") / _disc_gap(T, s2, seeds, seed, device)
+    return Comparison(prediction=theory.relative_gap("relu", s2), measured=quotient, tolerance=0.03, relative=True)
 
 
 @register(
@@ -162,12 +168,10 @@ def relu_vs_softmax_gap(*, T, seeds, s2, seed=15, device=None) -> Comparison:
            "(by quadrature; above 1 on the whole grid the book computes)"),
     source="derived",
     tolerance_note=RELATIVE_GAP_NOTE,
-    mutants={**off_by(0.08), "the bias ignored (b = 0)": lambda p, s: theory.relative_gap("sigmoid", s["s2"], 0.0)},
-    quick=dict(T=256, seeds=4, bias=-2.0),
+    mutants={**off_by(0.05), "the bias ignored (b = 0)": lambda p, s: theory.relative_gap("sigmoid", s["s2"], 0.0)},
+    quick=dict(T=512, seeds=4, bias=-2.0),
     full=dict(T=1024, seeds=8, bias=-2.0),
 )
 def sigmoid_vs_softmax_gap(*, T, seeds, bias, s2=LN2, seed=16, device=None) -> Comparison:
-    sigmoid = _gap(T, s2, seeds, seed, device, "sigmoid", bias).ratio.mean().item()
-    softmax = _gap(T, s2, seeds, seed, device).ratio.mean().item()
-    return Comparison(prediction=theory.relative_gap("sigmoid", s2, bias), measured=sigmoid / softmax,
-                      tolerance=0.06, relative=True)
+    quotient = _disc_gap(T, s2, seeds, seed, device, "sigmoid", bias) / _disc_gap(T, s2, seeds, seed, device)
+    return Comparison(prediction=theory.relative_gap("sigmoid", s2, bias), measured=quotient, tolerance=0.025, relative=True)
