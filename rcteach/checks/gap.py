@@ -25,8 +25,9 @@ from .registry import Comparison, off_by, register
     source="derived",
     tolerance_note=("relative 3%: the median modulus sits below the prediction by a finite-T deficit that "
                     "shrinks like 1/T (4.3%, 2.4%, 1.5% at T = 128, 256, 512, s2 = ln 2, 16 seeds); quick mode runs "
-                    "T = 512, where the 4-seed mean spreads by ~0.4%"),
-    mutants={**off_by(0.05), "the radius sqrt(c/T) taken for the median": lambda p, s: p * 2 ** 0.5},
+                    "T = 512.  Over 4 base seeds the 4-seed mean sat 0.9-2.8% below the prediction, so the check "
+                    "resolves 4-6%"),
+    mutants={**off_by(0.06), "the radius sqrt(c/T) taken for the median": lambda p, s: p * 2 ** 0.5},
     quick=dict(T=512, seeds=4),
     full=dict(T=1024, seeds=8),
 )

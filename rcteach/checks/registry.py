@@ -13,9 +13,9 @@ one call for chapters (runs, displays, raises :class:`CheckFailed`).
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import html
-import dataclasses
 import inspect
 import math
 import time
