@@ -108,14 +108,14 @@ def qk_logit_variance(*, T, d, d_qk, seeds, s2=LN2, seed=6, device=None) -> Comp
     claim="query-key attention on orthogonal tokens (d_qk >> T) has bulk radius sqrt(c/T), c = e^{s2} - 1, as in the i.i.d. model",
     source="derived",
     tolerance_note=("relative 8%, as the largest bulk modulus of bulk-radius had: finite-T edge excess of 2-5% plus the "
-                    "seed spread, so it resolves ~10%, not 5% (an exception).  The disc statistic of bulk-radius does "
+                    "seed spread, so it resolves 9-13% (over 4 base seeds), not 5% (an exception).  The disc statistic of bulk-radius does "
                     "not apply here: the query-key bulk is not a uniform disc at finite d_qk (sqrt(2 mean |lambda|^2) "
                     "sits 6% below sqrt(c/T) at T = 128..256, d_qk = 2T..4T).  Tested at d_qk >> T, where the i.i.d. "
                     "model applies; at d_qk = 64 < T = 256 the radius is ~6% above sqrt(c/T) with a ~6% per-seed "
                     "spread (see the chapter). The median over seeds is used: occasional seeds have an eigenvalue far "
                     "outside the disc (up to +30%), which would dominate a mean. Over 20 base seeds the 16-seed "
                     "median is +2.5% +- 1.0% (max +4.9%)"),
-    mutants={**off_by(0.12), "c replaced by s2": lambda p, s: (s["s2"] / s["T"]) ** 0.5},
+    mutants={**off_by(0.15), "c replaced by s2": lambda p, s: (s["s2"] / s["T"]) ** 0.5},
     quick=dict(T=128, d=512, d_qk=512, seeds=16),
     full=dict(T=512, d=2048, d_qk=2048, seeds=16),
 )
