@@ -17,7 +17,7 @@ NPM_PACKAGES := mathjax@3.2.2 requirejs@2.3.8 @jupyter-widgets/html-manager@1.0.
 
 .PHONY: setup setup-assign vendor book test check bench clean assignments
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.installed $(VENV)/.configured
 
 # The optional extra for the otter-grader course assignments (assignments/, tests/test_assignments.py).
 setup-assign: $(VENV)/.assign-installed
@@ -34,6 +34,15 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
+	touch $@
+
+# Settings copied into the venv (venv-config/ mirrors its layout): JupyterLab opens .md chapters as
+# notebooks on double-click (share/jupyter/lab/settings/overrides.json: the Jupytext Notebook
+# viewer) and does not mark them modified on opening (etc/jupyter/jupyter_server_config.py), and
+# kernels draw inline figures at retina resolution (etc/ipython/ipython_kernel_config.json), in
+# JupyterLab and in the book build alike.
+$(VENV)/.configured: $(VENV)/.installed $(shell find venv-config -type f)
+	cp -R venv-config/. $(VENV)/
 	touch $@
 
 vendor: $(VENDOR)/.installed

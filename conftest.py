@@ -18,6 +18,17 @@ import torch
 BOOK = Path(__file__).parent / "book"
 
 
+@pytest.fixture
+def cpu_env(monkeypatch):
+    """The default device pinned to the CPU (``RCTEACH_DEVICE=cpu``) for one test, whatever the machine has.
+
+    A test module uses it for every test with ``pytestmark = pytest.mark.usefixtures("cpu_env")``.
+    """
+    from rcteach.device import DEVICE_ENV
+
+    monkeypatch.setenv(DEVICE_ENV, "cpu")
+
+
 class _JupytextFormat:
     """``nbformat`` as nbval sees it, except that ``read`` understands MyST notebooks."""
 

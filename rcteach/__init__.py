@@ -7,15 +7,17 @@ the CPU by default, and takes ``seed=`` or ``generator=`` wherever it draws rand
 """
 
 from . import plotting, theory
-from .attention import ACTIVATIONS, LN2, attention, attention_map, centre, random_attention, uniform_attention
+from .attention import attention_map, centre, qk_attention, random_attention, uniform_attention
 from .checks import check, run_check, run_checks
 from .depth import LayerGradients, Trajectory, propagate, weight_gradients
 from .device import default_device
+from .layers import LayerConfig, layer
 from .logits import leading_term, qk_logits, random_logits, random_qk_logits
 from .masks import (
     MASK_KINDS,
     centre_eccentricity,
     centre_nodes,
+    consensus_rate,
     diameter,
     is_quasi_strongly_connected,
     is_strongly_connected,
@@ -23,6 +25,7 @@ from .masks import (
     mask_graph,
 )
 from .metrics import SpectralGap, decay_rate, mu, spectral_gap, spectrum, spectrum_distance, stable_rank
+from .theory import ACTIVATIONS, LN2
 from .tokens import gaussian_tokens, orthonormal_tokens
 from .variants import random_differential_attention
 from .width import width_stable_ranks
@@ -32,27 +35,30 @@ __version__ = "0.1.0"
 __all__ = [
     "ACTIVATIONS",
     "LN2",
+    "LayerConfig",
     "LayerGradients",
     "MASK_KINDS",
     "SpectralGap",
     "Trajectory",
-    "attention",
     "attention_map",
     "centre",
     "check",
     "centre_eccentricity",
     "centre_nodes",
+    "consensus_rate",
     "decay_rate",
     "default_device",
     "diameter",
     "gaussian_tokens",
     "is_quasi_strongly_connected",
     "is_strongly_connected",
+    "layer",
     "leading_term",
     "make_mask",
     "mask_graph",
     "mu",
     "orthonormal_tokens",
+    "qk_attention",
     "qk_logits",
     "plotting",
     "propagate",

@@ -1,5 +1,7 @@
 """Attention matrices: the i.i.d.-logit model and query-key attention.
 
+Introduced in chapter "Softmax attention at initialisation: the leading 1/T term" (book/01_leading_term.md).
+
 Shapes: tokens X (*batch, T, d); attention A (*batch, T, T), acting from the left (A X).
 For every map, ``A[i, j]`` is the weight token i puts on token j; a mask restricts j to the
 positions ``mask[i, j]`` allows (see :mod:`rcteach.masks`).
@@ -14,31 +16,38 @@ Centring (``centred=True``) subtracts from each row its mean over the allowed po
 a row-stochastic A this is exactly A - U, with U the uniform attention over the mask (11^T/T for
 the complete mask), and without a mask it is A P with P = I - 11^T/T.  It kills the outlier
 eigenvalue (A_perp 1 = 0) and keeps the bulk.
+
+The two attention models (``attention=`` in :func:`rcteach.propagate` and
+:func:`rcteach.width_stable_ranks`, :data:`ATTENTIONS`): ``"iid"``, logits drawn i.i.d. N(0, s2)
+independently of the tokens (:func:`random_attention`), and ``"qk"``, query-key attention A(X) of the
+tokens themselves (:func:`qk_attention`).
 """
 
 from __future__ import annotations
 
 import math
+import sys
+import types
 
 import torch
 
-from . import _validate
+from . import _deprecation, _validate
 from .device import resolve
 from .logits import qk_logits, random_logits
 from .masks import check_mask
+from .theory import ACTIVATIONS, LN2
 
 __all__ = [
-    "ACTIVATIONS",
-    "LN2",
     "attention_map",
     "centre",
     "uniform_attention",
     "random_attention",
-    "attention",
+    "qk_attention",
+    "ATTENTIONS",
 ]
 
-ACTIVATIONS = ("softmax", "relu", "sigmoid")
-LN2 = math.log(2.0)  # the logit variance of the Mind-the-Gap code: e^g then has variance 1
+ATTENTIONS = ("iid", "qk")  # the two attention models: i.i.d. logits, query-key attention A(X)
+
 
 
 def uniform_attention(T: int, mask=None, *, device=None, dtype=None) -> torch.Tensor:
@@ -57,9 +66,14 @@ def centre(A: torch.Tensor, mask=None) -> torch.Tensor:
     Without a mask: A - (A1)1^T/T = A P.  For row-stochastic A: A - U.  Masked positions stay 0.
     """
     A = _validate.matrix("A", A)
+    return _centre(A, None if mask is None else check_mask(mask, A.shape[-1]))
+
+
+def _centre(A, mask):
+    """:func:`centre` of a validated A and mask (None or boolean (T, T), any device)."""
     if mask is None:
         return A - A.mean(-1, keepdim=True)
-    allowed = check_mask(mask, A.shape[-1]).to(device=A.device, dtype=A.dtype)
+    allowed = mask.to(device=A.device, dtype=A.dtype)
     row_mean = A.sum(-1, keepdim=True) / allowed.sum(-1, keepdim=True)  # (*batch, T, 1)
     return A - row_mean * allowed
 
@@ -69,9 +83,15 @@ def attention_map(logits: torch.Tensor, mask=None, *, activation="softmax", bias
     logits = _validate.matrix("logits", logits, square=True)
     activation = _validate.choice("activation", activation, ACTIVATIONS)
     bias = _validate.bias(activation, bias)
-    T = logits.shape[-1]
     if mask is not None:
-        mask = check_mask(mask, T).to(logits.device)
+        mask = check_mask(mask, logits.shape[-1]).to(logits.device)
+    return _attention_map(logits, mask, activation=activation, bias=bias, centred=_validate.flag("centred", centred))
+
+
+def _attention_map(logits, mask, *, activation="softmax", bias=0.0, centred=False):
+    """:func:`attention_map` of validated arguments, ``mask`` None or on the logits' device: no checks,
+    for the layers of :func:`rcteach.propagate`, validated once at their entry."""
+    T = logits.shape[-1]
     if activation == "softmax":
         if mask is not None:
             logits = logits.masked_fill(~mask, -math.inf)
@@ -83,7 +103,7 @@ def attention_map(logits: torch.Tensor, mask=None, *, activation="softmax", bias
         else:
             allowed = mask.to(f.dtype)
             A = f * allowed / allowed.sum(-1, keepdim=True)
-    return centre(A, mask) if centred else A
+    return _centre(A, mask) if centred else A
 
 
 def random_attention(
@@ -113,7 +133,7 @@ def random_attention(
     return attention_map(logits, activation=activation, bias=bias, centred=centred)
 
 
-def attention(X, W_Q, W_K, *, mask=None, beta=1.0, activation="softmax", bias=0.0, centred=False) -> torch.Tensor:
+def qk_attention(X, W_Q, W_K, *, mask=None, beta=1.0, activation="softmax", bias=0.0, centred=False) -> torch.Tensor:
     """Query-key attention of tokens X: logits beta * (X W_Q)(X W_K)^T / sqrt(d_qk).
 
     Parameters
@@ -131,3 +151,15 @@ def attention(X, W_Q, W_K, *, mask=None, beta=1.0, activation="softmax", bias=0.
     """
     logits = qk_logits(X, W_Q, W_K, beta=beta)  # (*batch, T, T)
     return attention_map(logits, mask, activation=activation, bias=bias, centred=centred)
+
+
+class _CallableModule(types.ModuleType):
+    """This module, still callable as the function it was named after before ``qk_attention``."""
+
+    def __call__(self, *args, **kwargs):
+        _deprecation.warn("rcteach.attention(...)", "rcteach.qk_attention(...)")
+        return qk_attention(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
+__getattr__ = _deprecation.moved_attributes(__name__, {"attention": "rcteach.attention:qk_attention"})

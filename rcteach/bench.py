@@ -11,9 +11,9 @@ Three sections, measured in one run and written to one tidy CSV (``--csv``, a ``
     run of each (``peak_mb_*``, see below).  Cases (batch B of independent matrices):
 
     * ``spectrum``: ``random_attention`` + ``spectrum`` vs randn -> softmax -> ``linalg.eigvals``;
-    * ``stable_rank``: ``stable_rank`` vs ``linalg.svdvals`` and its sums;
+    * ``stable_rank``: ``stable_rank`` vs ``linalg.eigvalsh`` of the Gram matrix and its sums;
     * ``stable_rank_lanczos``: the matrix-free ``stable_rank(method="lanczos")`` of A vs the same
-      dense ``svdvals`` kernel (a ratio < 1 is the saving of not decomposing);
+      dense ``eigvalsh`` kernel (a ratio < 1 is the saving of not decomposing);
     * ``bulk_radius_frobenius``: ``matfree.frobenius_bulk_radius`` vs the centring and norm in torch;
     * ``width``: ``width_stable_ranks`` (gamma = 1) vs randn/softmax/matmul/``eigvalsh``;
     * ``trajectory``: ``propagate`` over ``depth`` layers (d = T, Gaussian values, all metrics per
@@ -55,12 +55,13 @@ from collections.abc import Callable
 
 import torch
 
-from .attention import LN2, random_attention
+from .attention import random_attention
 from .depth import propagate
 from .device import resolve
 from .matfree import frobenius_bulk_radius
 from .matfree import stable_rank as matfree_stable_rank
 from .metrics import spectrum, stable_rank
+from .theory import LN2
 from .width import width_stable_ranks
 
 __all__ = ["CASES", "PRESETS", "run", "run_depth", "fit_exponent", "fits", "suite", "format_rows", "write_csv",
@@ -179,9 +180,9 @@ def _cases(T: int, batch: int, device: torch.device, dtype: torch.dtype, depth: 
     needs_A = {"stable_rank", "stable_rank_lanczos", "bulk_radius_frobenius"} & set(only)
     A = random_attention(T, batch=batch, seed=1, device=device, dtype=dtype) if needs_A else None
 
-    def bare_stable_rank():
-        s2 = torch.linalg.svdvals(A).square()
-        return s2.sum(-1) / s2[..., 0]
+    def bare_stable_rank():  # squared singular values from the Gram matrix, as rcteach.stable_rank
+        lam = torch.linalg.eigvalsh(A @ A.mT).clamp_min(0.0)
+        return lam.sum(-1) / lam[..., -1]
 
     if "stable_rank" in only:
         out.append(("stable_rank", lambda: stable_rank(A), bare_stable_rank))

@@ -1,47 +1,36 @@
 """Signal propagation through a stack of attention layers at initialisation.
 
-:func:`propagate` runs ``depth`` layers on tokens X0 (*batch, T, d) and records, for every layer
-ℓ = 0..depth, the distance to consensus μ(X_ℓ), both stable ranks and the Frobenius norm.
-:func:`weight_gradients` differentiates a loss of the last layer with respect to every layer's
-W_Q, W_K and W_V.  Introduced in the chapters "Rank collapse in depth" and "Norms and gradients".
+Introduced in chapters "Rank collapse in depth" (book/05_depth.md) and "Norms and gradients" (book/06_norms_gradients.md).
 
-One layer, in this order (tokens are rows, attention acts from the left)::
-
-    A  = attention(X)                              # (*batch, T, T), see ``attention=``
-    A  = A * keep / (1 - p)   (dropout=p > 0)      # attention dropout, keep ~ Bernoulli(1 - p)
-    Y  = A X W_V                                   # (*batch, T, d), see ``values=``
-    X' = Y            (skip=False)
-       = X + Y        (skip=True)
-       = X + skip * Y (skip a float)
-    X' = normalise(X') (norm=None | "rms" | "layernorm"), token by token
+:func:`propagate` runs ``depth`` layers (:func:`rcteach.layer`, configured by a
+:class:`rcteach.LayerConfig`) on tokens X0 (*batch, T, d) and records, for every layer ℓ = 0..depth,
+the distance to consensus μ(X_ℓ), both stable ranks and the Frobenius norm. :func:`weight_gradients`
+differentiates a loss of the last layer with respect to every layer's W_Q, W_K and W_V (chapter
+"Norms and gradients").
 
 Randomness: one generator (from ``seed``) draws, layer after layer, first the attention's
-randomness (logits or W_Q then W_K), then W_V, then (dropout > 0) the dropout mask.  Each batch
-element gets its own draws, so a leading batch dimension of X0 is a batch of independent networks
-(a batch over seeds).
+randomness (logits or W_Q then W_K), then W_V, then (dropout > 0) the dropout mask
+(:mod:`rcteach.layers`).  Each batch element gets its own draws, so a leading batch dimension of X0
+is a batch of independent networks (a batch over seeds).
 """
 
 from __future__ import annotations
 
-import math
-import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
-from . import _validate
-from .attention import LN2, attention_map
-from .attention import attention as qk_attention
+from . import _deprecation, _validate
+from .attention import ATTENTIONS  # noqa: F401 (re-exported: its home is rcteach.attention)
 from .device import make_generator, resolve
+from .layers import VALUES, LayerConfig, LayerWeights, draw_keep, draw_weights, forward  # noqa: F401 (VALUES)
 from .masks import check_mask
-from .metrics import squared_singular_values
-from .tokens import orthonormal_tokens
+from .metrics import mu_unchecked, squared_singular_values, stable_rank_from_squared
 
-__all__ = ["ATTENTIONS", "VALUES", "NORMS", "Trajectory", "LayerGradients", "propagate", "weight_gradients", "normalise"]
+__all__ = ["Trajectory", "LayerGradients", "propagate", "weight_gradients"]
 
-ATTENTIONS = ("iid", "qk")
-VALUES = ("gaussian", "orthogonal", "identity")
-NORMS = (None, "rms", "layernorm")
+__getattr__ = _deprecation.moved_attributes(__name__, {"normalise": "rcteach.norms:normalise",
+                                                       "NORMS": "rcteach.norms:NORMS"})
 
 
 @dataclass(frozen=True)
@@ -80,37 +69,14 @@ class LayerGradients:
     loss: torch.Tensor  # (*batch,)
 
 
-def normalise(X, kind) -> torch.Tensor:
-    """Token-wise post-normalisation, no affine parameters; X (*batch, T, d) -> same shape.
-
-    ``"rms"``: each token x -> x / ||x|| (unit norm, the LayerNorm of Wu et al.);
-    ``"layernorm"``: each token centred over its d features and divided by its standard deviation
-    (x - mean(x)) / std(x) (biased std, no epsilon), so its norm is sqrt(d);  ``None``: X unchanged.
-    A zero token (or, for layernorm, a constant token) is mapped to zero.
-    """
-    kind = _validate.choice("norm", kind, NORMS)
-    if kind is None:
-        return X
-    tiny = torch.finfo(X.dtype).tiny
-    if kind == "rms":
-        return X / torch.linalg.vector_norm(X, dim=-1, keepdim=True).clamp_min(tiny)
-    Xc = X - X.mean(-1, keepdim=True)
-    std = Xc.square().mean(-1, keepdim=True).sqrt()
-    return Xc / std.clamp_min(tiny)
-
-
 def _metrics(X):
-    """μ, Frobenius and Gram stable ranks, norm of X (*batch, T, d): four (*batch,) tensors."""
-    mu = torch.linalg.matrix_norm(X - X.mean(-2, keepdim=True))
-    norm = torch.linalg.matrix_norm(X)
-    s2 = squared_singular_values(X.detach())  # (*batch, min(T, d)), descending
-    top = s2[..., 0]
-    ok = top > 0
-    safe = torch.where(ok, top, torch.ones_like(top))
-    nan = torch.full_like(top, math.nan)
-    sr = torch.where(ok, s2.sum(-1) / safe, nan)
-    sr_gram = torch.where(ok, s2.square().sum(-1) / safe.square(), nan)
-    return mu, sr, sr_gram, norm
+    """μ, Frobenius and Gram stable ranks, norm of X (*batch, T, d): four (*batch,) tensors.
+
+    μ and the norm keep the autograd graph; the stable ranks, of the detached X, are NaN where X = 0.
+    """
+    sq = squared_singular_values(X.detach())  # (*batch, min(T, d)), descending
+    sr, sr_gram = stable_rank_from_squared(sq), stable_rank_from_squared(sq, gram=True)
+    return mu_unchecked(X), sr, sr_gram, torch.linalg.matrix_norm(X)
 
 
 def _weight(name, W, rows, cols, batch, device, dtype):
@@ -126,154 +92,67 @@ def _weight(name, W, rows, cols, batch, device, dtype):
     return W.to(device=device, dtype=dtype)
 
 
-class _Options:
-    """Validated settings shared by :func:`propagate` and :func:`weight_gradients`."""
-
-    def __init__(self, X0, depth, *, attention, s2, beta, mask, centred, dropout, norm, skip, values, value_var,
-                 d_qk, W_Q, W_K, W_V, shared, seed, generator, device, dtype):
-        X0 = _validate.matrix("X0", X0, min_rows=2)
-        self.depth = _validate.integer("depth", depth, minimum=0)
-        self.attention = _validate.choice("attention", attention, ATTENTIONS)
-        self.s2 = _validate.real("s2", s2, minimum=0.0)
-        self.beta = _validate.real("beta", beta)
-        self.centred = _validate.flag("centred", centred)
-        self.dropout = _validate.real("dropout", dropout, minimum=0.0, below=1.0)
-        self.norm = _validate.choice("norm", norm, NORMS)
-        if isinstance(skip, bool):
-            self.skip = 1.0 if skip else None
-        elif isinstance(skip, numbers.Real):
-            self.skip = _validate.real("skip", skip)
-        else:
-            raise TypeError(f"skip must be a bool or a real number, got {type(skip).__name__}")
-        self.values = _validate.choice("values", values, VALUES)
-        self.value_var = _validate.real("value_var", value_var, positive=True)
-        self.shared = _validate.flag("shared", shared)
-
-        self.device = X0.device if device is None else resolve(device)[0]
-        self.dtype = X0.dtype if dtype is None else resolve(self.device, dtype)[1]
-        self.X0 = X0.to(device=self.device, dtype=self.dtype)
-        *batch, T, d = self.X0.shape
-        self.batch, self.T, self.d = tuple(batch), T, d
-        self.mask = None if mask is None else check_mask(mask, T).to(self.device)
-
-        if self.attention == "iid":
-            for name, W in (("W_Q", W_Q), ("W_K", W_K), ("d_qk", d_qk)):
-                if W is not None:
-                    raise ValueError(f"{name} applies only to attention='qk'")
-            self.d_qk = None
-        else:
-            if (W_Q is None) != (W_K is None):
-                raise ValueError("pass both W_Q and W_K, or neither")
-            if W_Q is not None and d_qk is not None:
-                raise ValueError("pass d_qk or explicit W_Q, W_K, not both")
-            self.d_qk = d if d_qk is None else _validate.integer("d_qk", d_qk, minimum=1)
-            if W_Q is not None:
-                W_Q = _weight("W_Q", W_Q, d, None, self.batch, self.device, self.dtype)
-                W_K = _weight("W_K", W_K, d, W_Q.shape[-1], self.batch, self.device, self.dtype)
-                self.d_qk = W_Q.shape[-1]
-        if W_V is not None:
-            if self.values != "gaussian":
-                raise ValueError(f"pass values={self.values!r} or an explicit W_V, not both")
-            W_V = _weight("W_V", W_V, d, d, self.batch, self.device, self.dtype)
-        self.W_Q, self.W_K, self.W_V = W_Q, W_K, W_V
-        self.gen = make_generator(seed, generator, self.device)
-
-    def draw(self) -> dict:
-        """One layer's random weights: logits (iid) or W_Q, W_K (qk), then W_V; explicit ones kept."""
-        b, T, d, dev, dt, gen = self.batch, self.T, self.d, self.device, self.dtype, self.gen
-        w = {}
-        if self.attention == "iid":
-            w["logits"] = math.sqrt(self.s2) * torch.randn(*b, T, T, generator=gen, device=dev, dtype=dt)
-        elif self.W_Q is not None:
-            w["W_Q"], w["W_K"] = self.W_Q, self.W_K
-        else:
-            # entries N(0, sigma^2) with sigma_Q^2 sigma_K^2 = s2: logit variance beta^2 s2 r^4 (theory.logit_variance)
-            sigma = self.s2 ** 0.25
-            w["W_Q"] = sigma * torch.randn(*b, d, self.d_qk, generator=gen, device=dev, dtype=dt)
-            w["W_K"] = sigma * torch.randn(*b, d, self.d_qk, generator=gen, device=dev, dtype=dt)
-        if self.W_V is not None:
-            w["W_V"] = self.W_V
-        elif self.values == "gaussian":
-            w["W_V"] = math.sqrt(self.value_var) * torch.randn(*b, d, d, generator=gen, device=dev, dtype=dt)
-        elif self.values == "orthogonal":
-            w["W_V"] = orthonormal_tokens(d, d, batch=b, generator=gen, device=dev, dtype=dt)
-        return w
-
-    def with_dropout(self, w) -> dict:
-        """The weights ``w`` plus, if dropout > 0, a fresh keep mask (*batch, T, T) ~ Bernoulli(1 - p)."""
-        if self.dropout == 0.0:
-            return w
-        u = torch.rand(*self.batch, self.T, self.T, generator=self.gen, device=self.device, dtype=self.dtype)
-        return {**w, "keep": u >= self.dropout}
-
-    def layer(self, X, w) -> torch.Tensor:
-        """One layer X (*batch, T, d) -> X' with the draws ``w`` (see the module doc)."""
-        if self.attention == "iid":
-            A = attention_map(self.beta * w["logits"], self.mask, centred=self.centred)  # (*batch, T, T)
-        else:
-            A = qk_attention(X, w["W_Q"], w["W_K"], mask=self.mask, beta=self.beta, centred=self.centred)
-        if "keep" in w:
-            A = A * w["keep"] / (1.0 - self.dropout)
-        Y = A @ X  # (*batch, T, d)
-        if "W_V" in w:
-            Y = Y @ w["W_V"]
-        if self.skip is not None:
-            Y = X + self.skip * Y
-        return normalise(Y, self.norm)
-
-    def run(self, layers, keep_states):
-        """Run the layers with per-layer draws ``layers`` (a list); return a Trajectory."""
-        X = self.X0
-        states, metrics = [X], [_metrics(X)]
-        for w in layers:
-            X = self.layer(X, w)
-            metrics.append(_metrics(X))
-            if keep_states:
-                states.append(X)
-        mu, sr, sr_gram, norm = (torch.stack(m) for m in zip(*metrics))
-        return Trajectory(mu, sr, sr_gram, norm, torch.stack(states) if keep_states else None), X
-
-    def draws(self) -> list:
-        """Every layer's draws; with ``shared`` the weights are drawn once, dropout masks stay fresh."""
-        return list(self.lazy_draws())
-
-    def lazy_draws(self):
-        """The same draws as :meth:`draws`, made layer by layer as the run consumes them (the
-        layers use no randomness, so the numbers are identical): memory O(T^2 + d^2), not O(depth)."""
-        shared = self.draw() if self.shared and self.depth else None
-        for _ in range(self.depth):
-            yield self.with_dropout(shared if shared is not None else self.draw())
+def _setup(X0, depth, layer_options, *, W_Q=None, W_K=None, W_V=None, seed=None, generator=None, device=None,
+           dtype=None):
+    """Validate the inputs of :func:`propagate` once: X0 on its device and dtype, depth, the
+    :class:`LayerConfig` of ``layer_options`` with its mask on that device, the explicit weights (as a
+    :class:`LayerWeights`) and the generator."""
+    X0 = _validate.matrix("X0", X0, min_rows=2)
+    depth = _validate.integer("depth", depth, minimum=0)
+    config = LayerConfig(**layer_options)
+    device = X0.device if device is None else resolve(device)[0]
+    dtype = X0.dtype if dtype is None else resolve(device, dtype)[1]
+    X0 = X0.to(device=device, dtype=dtype)
+    *batch, T, d = X0.shape
+    batch = tuple(batch)
+    if config.mask is not None:
+        config = replace(config, mask=check_mask(config.mask, T).to(device))
+    if config.attention == "iid":
+        for name, W in (("W_Q", W_Q), ("W_K", W_K)):
+            if W is not None:
+                raise ValueError(f"{name} applies only to attention='qk'")
+    else:
+        if (W_Q is None) != (W_K is None):
+            raise ValueError("pass both W_Q and W_K, or neither")
+        if W_Q is not None and config.d_qk is not None:
+            raise ValueError("pass d_qk or explicit W_Q, W_K, not both")
+        if W_Q is not None:
+            W_Q = _weight("W_Q", W_Q, d, None, batch, device, dtype)
+            W_K = _weight("W_K", W_K, d, W_Q.shape[-1], batch, device, dtype)
+    if W_V is not None:
+        if config.values != "gaussian":
+            raise ValueError(f"pass values={config.values!r} or an explicit W_V, not both")
+        W_V = _weight("W_V", W_V, d, d, batch, device, dtype)
+    return X0, depth, config, LayerWeights(W_Q=W_Q, W_K=W_K, W_V=W_V), make_generator(seed, generator, device)
 
 
+def _draws(X0, depth, config, given, gen, *, shared):
+    """Every layer's weights, drawn lazily as the layers consume them (memory O(T^2 + d^2), not
+    O(depth)); with ``shared`` the weights are drawn once and only the dropout masks are fresh."""
+    fixed = draw_weights(config, X0, gen, given=given) if shared and depth else None
+    for _ in range(depth):
+        yield draw_keep(config, X0, gen, fixed if fixed is not None else draw_weights(config, X0, gen, given=given))
 
-def propagate(
-    X0,
-    depth,
-    *,
-    attention="iid",
-    s2=LN2,
-    beta=1.0,
-    mask=None,
-    centred=False,
-    dropout=0.0,
-    norm=None,
-    skip=False,
-    values="gaussian",
-    value_var=1.0,
-    d_qk=None,
-    W_Q=None,
-    W_K=None,
-    W_V=None,
-    shared=False,
-    seed=None,
-    generator=None,
-    keep_states=False,
-    device=None,
-    dtype=None,
-) -> Trajectory:
+
+def _run(X0, config, draws, keep_states):
+    """Run the layers with the weights ``draws``; return the Trajectory and the last state."""
+    X = X0
+    states, metrics = [X], [_metrics(X)]
+    for w in draws:
+        X = forward(X, config, w)
+        metrics.append(_metrics(X))
+        if keep_states:
+            states.append(X)
+    mu, sr, sr_gram, norm = (torch.stack(m) for m in zip(*metrics))
+    return Trajectory(mu, sr, sr_gram, norm, torch.stack(states) if keep_states else None), X
+
+
+def propagate(X0, depth, *, W_Q=None, W_K=None, W_V=None, shared=False, seed=None, generator=None,
+              keep_states=False, device=None, dtype=None, **layer_options) -> Trajectory:
     """Propagate tokens X0 through ``depth`` attention layers at initialisation.
 
-    One layer (see the module doc): X' = normalise(skip-combine(X, A X W_V)).
+    Builds ``config = LayerConfig(**layer_options)`` and applies :func:`rcteach.layer` ``depth`` times,
+    with fresh random weights per layer (see the module doc for the draw order).
 
     Parameters
     ----------
@@ -282,44 +161,14 @@ def propagate(
         its own random draws.  May require grad: the graph is kept through every layer.
     depth : int >= 0
         Number of layers.
-    attention : {"iid", "qk"}
-        ``"iid"``: the i.i.d.-logit model, logits beta * g with g_ij ~ N(0, s2) drawn independently
-        of X (logit variance beta^2 s2; ``rcteach.random_attention`` when beta = 1 and no mask).
-        ``"qk"``: input-dependent softmax attention A(X) of the current tokens
-        (``rcteach.attention``), logits beta (X W_Q)(X W_K)^T / sqrt(d_qk).
-    s2 : float >= 0
-        Logit variance.  For ``"qk"`` the default weights have i.i.d. N(0, sigma^2) entries with
-        sigma^2 = sqrt(s2), so that by ``theory.logit_variance`` the logits of tokens of norm r
-        have variance beta^2 s2 r^4: exactly beta^2 s2 for unit-norm tokens (orthonormal X0, or
-        any layer after ``norm="rms"``).  Tokens of other norms scale it by r^4.
-    beta : float
-        Inverse temperature, multiplies the logits in both models; beta = 0 gives uniform attention
-        over the mask.
-    mask : bool Tensor (T, T) or (*batch, T, T), optional
-        ``mask[i, j]`` True iff token i may attend to token j (``rcteach.make_mask``).
-    centred : bool
-        Use A - (row mean over the mask), i.e. A_perp = A - 11^T/T without a mask (``rcteach.centre``).
-    dropout : float in [0, 1)
-        Attention dropout as in a network left in training mode: every entry of A is zeroed with
-        probability p and the rest divided by 1 - p (``torch.nn.functional.dropout``), with a fresh
-        mask per layer (also with ``shared``).  A row whose unmasked entries are all dropped gives a
-        zero token, which normalisation keeps at zero.
-    norm : {None, "rms", "layernorm"}
-        Post-normalisation of each token after the skip (``normalise``): ``"rms"`` to unit norm
-        (Wu et al.), ``"layernorm"`` centred over features and divided by the std (norm sqrt(d)),
-        no affine parameters.
-    skip : bool or float
-        ``False``: X' = A X W_V.  ``True``: X' = X + A X W_V.  A float a: X' = X + a A X W_V
-        (so ``skip=1.0`` equals ``skip=True`` and ``skip=0.0`` is the identity layer).
-    values : {"gaussian", "orthogonal", "identity"}
-        W_V, a fresh (d, d) matrix per layer: i.i.d. N(0, value_var) entries; Haar orthogonal
-        (``value_var`` unused); or no value matrix at all (X' from A X).
-    value_var : float > 0
-        Per-entry variance sigma_V^2 of Gaussian W_V.  E||Y W_V||_F^2 = sigma_V^2 d ||Y||_F^2, so
-        ``value_var=1/d`` preserves the norm in expectation; the default 1.0 is the scaling of
-        Mind the Gap (with T = d), which multiplies ||X||^2 by about d per layer with attention A.
-    d_qk : int, optional
-        Query/key width of the default W_Q, W_K (default d).  ``"qk"`` only.
+    **layer_options
+        The fields of :class:`rcteach.LayerConfig`, each with its default there: ``attention``
+        ("iid" or "qk"), ``s2``, ``beta``, ``mask``, ``centred``, ``dropout``, ``norm``, ``skip``,
+        ``values``, ``value_var``, ``d_qk``.  With ``attention="qk"`` and the default weights, the
+        logits of tokens of norm r have variance beta^2 s2 r^4 (``theory.logit_variance``): exactly
+        beta^2 s2 for unit-norm tokens (orthonormal X0, or any layer after ``norm="rms"``).
+        Dropout draws a fresh mask per layer (also with ``shared``); a row whose unmasked entries
+        are all dropped gives a zero token, which normalisation keeps at zero.
     W_Q, W_K : Tensor (d, d_qk) or (*batch, d, d_qk), optional
         Explicit query and key weights, used at every layer (``"qk"`` only; both or neither).
     W_V : Tensor (d, d) or (*batch, d, d), optional
@@ -328,7 +177,7 @@ def propagate(
         Draw the random weights once and use them at every layer (for ``"iid"`` the same logits,
         hence the same A, at every layer).  Default: fresh draws per layer.
     seed : int, optional; generator : torch.Generator, optional
-        Randomness (one of the two).  Draw order: per layer, logits or W_Q, W_K, then W_V.
+        Randomness (one of the two).
     keep_states : bool
         Also return the states X_0..X_depth, with their autograd graph.
     device, dtype : optional
@@ -340,22 +189,22 @@ def propagate(
         ``mu``, ``stable_rank`` (Frobenius), ``stable_rank_gram`` (Gram), ``norm``, each
         (depth + 1, *batch); ``states`` (depth + 1, *batch, T, d) or None.
     """
-    opts = _Options(X0, depth, attention=attention, s2=s2, beta=beta, mask=mask, centred=centred,
-                    dropout=dropout, norm=norm,
-                    skip=skip, values=values, value_var=value_var, d_qk=d_qk, W_Q=W_Q, W_K=W_K, W_V=W_V,
-                    shared=shared, seed=seed, generator=generator, device=device, dtype=dtype)
+    X0, depth, config, given, gen = _setup(X0, depth, layer_options, W_Q=W_Q, W_K=W_K, W_V=W_V, seed=seed,
+                                           generator=generator, device=device, dtype=dtype)
+    shared = _validate.flag("shared", shared)
     keep_states = _validate.flag("keep_states", keep_states)
-    trajectory, _ = opts.run(opts.lazy_draws(), keep_states)
+    trajectory, _ = _run(X0, config, _draws(X0, depth, config, given, gen, shared=shared), keep_states)
     return trajectory
 
 
 LOSSES = ("norm", "mu")
 
 
-def weight_gradients(X0, depth, *, loss="norm", **options) -> LayerGradients:
+def weight_gradients(X0, depth, *, loss="norm", seed=None, generator=None, device=None, dtype=None,
+                     **layer_options) -> LayerGradients:
     """Gradients of a loss of the last layer with respect to every layer's W_Q, W_K and W_V.
 
-    Draws fresh per-layer weights exactly as :func:`propagate` would with the same ``options``
+    Draws fresh per-layer weights exactly as :func:`propagate` would with the same options
     (same seed, same numbers), runs the layers with autograd on, and differentiates.
 
     Parameters
@@ -366,9 +215,11 @@ def weight_gradients(X0, depth, *, loss="norm", **options) -> LayerGradients:
         ``"norm"``: L = ||X_depth||_F^2;  ``"mu"``: L = μ(X_depth)^2;  a callable maps X_depth
         (*batch, T, d) to a tensor of shape (*batch,) or ().  Batch elements are independent
         networks, so summing the loss over the batch gives each its own gradients.
-    **options
-        Any keyword of :func:`propagate` except ``W_Q``, ``W_K``, ``W_V``, ``shared`` and
-        ``keep_states`` (weights here are always fresh per layer).
+    seed, generator, device, dtype
+        As in :func:`propagate`.
+    **layer_options
+        The fields of :class:`rcteach.LayerConfig` (weights here are always fresh per layer: no
+        ``W_Q``, ``W_K``, ``W_V``, ``shared`` or ``keep_states``).
 
     Returns
     -------
@@ -377,40 +228,34 @@ def weight_gradients(X0, depth, *, loss="norm", **options) -> LayerGradients:
         or "orthogonal", else None): ||dL/dW^(l)||_F, shape (depth, *batch); ``loss`` (*batch,).
     """
     for key in ("W_Q", "W_K", "W_V", "shared", "keep_states"):
-        if key in options:
+        if key in layer_options:
             raise ValueError(f"weight_gradients draws fresh per-layer weights; {key} is not accepted")
-    unknown = set(options) - set(propagate.__kwdefaults__)
-    if unknown:
-        raise TypeError(f"unknown option(s) {sorted(unknown)}; see rcteach.propagate")
-    settings = {**propagate.__kwdefaults__, **options}
-    for key in ("W_Q", "W_K", "W_V", "keep_states"):
-        settings.pop(key)
-    settings["shared"] = False
-    opts = _Options(X0, depth, W_Q=None, W_K=None, W_V=None, **settings)
-    if opts.depth < 1:
+    X0, depth, config, given, gen = _setup(X0, depth, layer_options, seed=seed, generator=generator, device=device,
+                                           dtype=dtype)
+    if depth < 1:
         raise ValueError(f"depth must be >= 1 for gradients, got {depth}")
     if not (callable(loss) or loss in LOSSES):
         raise ValueError(f"loss must be one of {', '.join(map(repr, LOSSES))} or a callable; got {loss!r}")
     with torch.enable_grad():
-        layers = opts.draws()
-        names = [k for k in ("W_Q", "W_K", "W_V") if k in layers[0]]
+        layers = list(_draws(X0, depth, config, given, gen, shared=False))
+        names = [k for k in ("W_Q", "W_K", "W_V") if getattr(layers[0], k) is not None]
         for w in layers:
             for k in names:
-                w[k].requires_grad_(True)
-        _, X = opts.run(layers, keep_states=False)
+                getattr(w, k).requires_grad_(True)
+        _, X = _run(X0, config, layers, keep_states=False)
         if loss == "norm":
             L = torch.linalg.matrix_norm(X).square()
         elif loss == "mu":
-            L = torch.linalg.matrix_norm(X - X.mean(-2, keepdim=True)).square()
+            L = mu_unchecked(X).square()
         else:
             L = loss(X)
             if not isinstance(L, torch.Tensor):
                 raise TypeError(f"loss must return a torch.Tensor, got {type(L).__name__}")
-        params = [w[k] for w in layers for k in names]
+        params = [getattr(w, k) for w in layers for k in names]
         grads = torch.autograd.grad(L.sum(), params, allow_unused=True)
     norms = {k: None for k in ("W_Q", "W_K", "W_V")}
     for j, k in enumerate(names):
         g = [grads[i * len(names) + j] for i in range(len(layers))]
-        g = [torch.zeros_like(layers[i][k]) if gi is None else gi for i, gi in enumerate(g)]
+        g = [torch.zeros_like(getattr(layers[i], k)) if gi is None else gi for i, gi in enumerate(g)]
         norms[k] = torch.stack([torch.linalg.matrix_norm(gi) for gi in g])  # (depth, *batch)
     return LayerGradients(norms["W_Q"], norms["W_K"], norms["W_V"], L.detach())

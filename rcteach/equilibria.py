@@ -1,6 +1,9 @@
 """Equilibria of self-attention with LayerNorm (Wu et al., 2024): layer map, fixed points, stability.
 
-Introduced in the chapter "Equilibria of every rank".  One layer with fixed weights, tokens as rows::
+Introduced in chapter "Equilibria of every rank" (book/11_equilibria.md).
+
+N is the number of tokens (T elsewhere in rcteach): the examples here have exactly as many tokens
+as dimensions, N = d, the notation of Wu et al.  One layer with fixed weights, tokens as rows::
 
     A  = softmax_mask(beta * X B X^T)          # (*batch, N, N), B = W_Q W_K^T (d, d)
     X' = normalise(A X W_V)                    # token by token: "rms" (unit norm), "layernorm", None
@@ -27,9 +30,10 @@ import torch
 
 from . import _validate
 from .attention import attention_map
-from .depth import normalise
+from .norms import normalise
 from .device import make_generator, resolve
 from .masks import check_mask, make_mask
+from .metrics import mu_unchecked
 
 __all__ = [
     "Equilibrium",
@@ -83,7 +87,7 @@ def layer_map(X, W_V, B=None, *, mask=None, beta=1.0, norm="rms") -> torch.Tenso
     beta : float
         Inverse temperature multiplying the logits.
     norm : {"rms", "layernorm", None}
-        Token-wise normalisation (``rcteach.depth.normalise``): "rms" maps each token to unit norm.
+        Token-wise normalisation (``rcteach.norms.normalise``): "rms" maps each token to unit norm.
 
     Returns
     -------
@@ -223,7 +227,7 @@ def analyse(X, W_V, B=None, *, mask=None, beta=1.0, rtol=1e-6) -> Equilibrium:
     """Residual, tangent spectral radius, rank and mu of a state X (N, d) of unit tokens."""
     F = layer_map(X, W_V, B, mask=mask, beta=beta, norm="rms")
     rho = spectral_radius(tangent_jacobian(X, W_V, B, mask=mask, beta=beta, norm="rms"))
-    mu = float(torch.linalg.matrix_norm(X - X.mean(-2, keepdim=True)))
+    mu = float(mu_unchecked(X))
     return Equilibrium(X, float(torch.linalg.matrix_norm(F - X)), rho, int(numerical_rank(X, rtol=rtol)), mu)
 
 

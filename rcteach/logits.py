@@ -1,12 +1,14 @@
 """Attention logits at initialisation and the leading 1/T term of softmax attention.
 
-Introduced in the chapters "Softmax attention at initialisation: the leading 1/T term" and
-"The spectral gap".  Shapes: logits g (*batch, T, T), with ``g[..., i, j]`` the score of token i
-for token j; :func:`rcteach.attention_map` turns them into attention A (*batch, T, T).
+Introduced in chapters "Softmax attention at initialisation: the leading 1/T term" (book/01_leading_term.md) and "The spectral gap" (book/02_spectral_gap.md).
+
+Shapes: logits g (*batch, T, T), with ``g[..., i, j]`` the score of token i for token j;
+:func:`rcteach.attention_map` turns them into attention A (*batch, T, T).
 
 * :func:`random_logits`: the i.i.d. model g_ij ~ N(m, s2).
 * :func:`qk_logits`, :func:`random_qk_logits`: query-key logits beta (X W_Q)(X W_K)^T / sqrt(d_qk),
-  so that ``attention_map(qk_logits(X, W_Q, W_K, beta=b)) == attention(X, W_Q, W_K, beta=b)``.
+  so that ``attention_map(qk_logits(X, W_Q, W_K, beta=b)) == qk_attention(X, W_Q, W_K, beta=b)``;
+  :func:`qk_weights` draws W_Q, W_K whose logits on unit-norm tokens have variance s2.
 * :func:`leading_term`: U + (1/T) Z P, the first two terms of the softmax in 1/T.
 """
 
@@ -20,7 +22,7 @@ from . import _validate
 from .device import make_generator, resolve
 from .tokens import orthonormal_tokens
 
-__all__ = ["random_logits", "qk_logits", "random_qk_logits", "leading_term"]
+__all__ = ["random_logits", "qk_logits", "qk_weights", "random_qk_logits", "leading_term"]
 
 
 def random_logits(T, s2, *, m=0.0, batch=(), seed=None, generator=None, device=None, dtype=None) -> torch.Tensor:
@@ -65,9 +67,28 @@ def qk_logits(X, W_Q, W_K, *, beta=1.0) -> torch.Tensor:
             raise TypeError(f"{name} must have X's dtype and device ({X.dtype}, {X.device}), got ({W.dtype}, {W.device})")
     if W_K.shape[-1] != W_Q.shape[-1]:
         raise ValueError(f"W_Q and W_K must have the same number of columns d_qk, got {W_Q.shape[-1]} and {W_K.shape[-1]}")
+    return _qk_logits(X, W_Q, W_K, beta)
+
+
+def _qk_logits(X, W_Q, W_K, beta):
+    """:func:`qk_logits` of validated arguments: no checks (the layers of :func:`rcteach.propagate`)."""
     Q = X @ W_Q  # (*batch, T, d_qk)
     K = X @ W_K  # (*batch, T, d_qk)
     return (beta / math.sqrt(Q.shape[-1])) * (Q @ K.transpose(-2, -1))  # (*batch, T, T)
+
+
+def qk_weights(d, d_qk, s2, *, batch=(), generator=None, device=None, dtype=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Query and key weights W_Q, W_K (*batch, d, d_qk) whose logits on unit-norm tokens have variance s2.
+
+    Entries i.i.d. N(0, sigma^2) with sigma^2 = sqrt(s2) for both, so that by
+    ``theory.logit_variance`` the logits beta (X W_Q)(X W_K)^T / sqrt(d_qk) of tokens of norm r have
+    variance beta^2 sigma^4 r^4 = beta^2 s2 r^4 (exactly s2 for unit-norm tokens and beta = 1).
+    Draws W_Q first, then W_K, from ``generator``.  Callers validate (no checks here).
+    """
+    sigma = s2**0.25
+    W_Q = sigma * torch.randn(*batch, d, d_qk, generator=generator, device=device, dtype=dtype)
+    W_K = sigma * torch.randn(*batch, d, d_qk, generator=generator, device=device, dtype=dtype)
+    return W_Q, W_K
 
 
 def random_qk_logits(

@@ -1,9 +1,12 @@
 """Attention masks and the directed graphs they define (Wu et al., 2024).
 
+Introduced in chapter "Masks are graphs" (book/08_masks_as_graphs.md).
+
 Convention: ``mask[i, j]`` is True iff token i may attend to token j.  As a graph, the mask has
 an edge j -> i for every allowed pair (information flows from the attended token j to token i);
 self-loops are included when the diagonal is allowed.  Graph properties are computed with
-networkx on that directed graph.
+networkx on that directed graph.  :func:`consensus_rate` computes the rate at which uniform
+attention over a mask drives tokens to consensus (the linear consensus dynamics of the mask).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ __all__ = [
     "centre_nodes",
     "diameter",
     "centre_eccentricity",
+    "consensus_rate",
 ]
 
 MASK_KINDS = ("complete", "causal", "sliding", "sliding-causal")
@@ -40,17 +44,15 @@ def make_mask(kind, T, *, window=None, device=None) -> torch.Tensor:
     ``"sliding"``        |i - j| <= window (bidirectional local attention);
     ``"sliding-causal"`` 0 <= i - j <= window.
 
-    ``window`` (an int >= 0) is required by the sliding kinds and refused by the others.
+    ``window`` (an int >= 0) is required by the sliding kinds; the other kinds ignore it, so one
+    ``window`` serves a loop over every kind.
     """
     kind = _validate.choice("kind", kind, MASK_KINDS)
     T = _validate.integer("T", T, minimum=2)
-    sliding = kind.startswith("sliding")
-    if sliding:
+    if kind.startswith("sliding"):
         if window is None:
             raise ValueError(f"window is required for kind={kind!r}")
         window = _validate.integer("window", window, minimum=0)
-    elif window is not None:
-        raise ValueError(f"window applies only to the sliding kinds, not kind={kind!r}")
     i = torch.arange(T, device=device)
     lag = i[:, None] - i[None, :]  # (T, T): i - j
     if kind == "complete":
@@ -138,3 +140,47 @@ def centre_eccentricity(mask) -> float:
     if not centres:
         return math.inf
     return min(max(nx.single_source_shortest_path_length(G, c).values()) for c in centres)
+
+
+def consensus_rate(mask) -> float:
+    """|lambda_2|: the second-largest eigenvalue modulus of the row-normalised mask.
+
+    With uniform attention over the mask (logits 0, beta = 0), A = D^{-1} M with M the boolean
+    (T, T) mask and D = diag(M 1); the tokens follow the linear consensus dynamics X_t = A^t X_0
+    and mu(X_t) = ||P A^t X_0||_F decays asymptotically as |lambda_2|^t (A1 = 1 carries the
+    eigenvalue 1).  Returns 1.0 when A has a second eigenvalue of modulus 1 (no consensus: the
+    mask is not quasi-strongly connected, or a periodic graph without self-loops).
+
+    Computed exactly block by block: A is block triangular over the strongly connected components
+    of the mask's graph (:func:`mask_graph`), so spec(A) is the union of the spectra of its
+    diagonal blocks.  A single-token component (causal masks) contributes its diagonal entry
+    1/n_i exactly; a block with a symmetric mask is similar to the symmetric
+    D^{-1/2} M D^{-1/2} and uses a symmetric eigensolver.  This avoids the large round-off of
+    eigensolvers on the defective matrices of sliding-causal masks.
+
+    Parameters
+    ----------
+    mask : bool Tensor, (T, T)
+
+    Returns
+    -------
+    float in [0, 1]
+    """
+    mask = check_mask(mask).cpu()
+    if mask.dim() != 2:
+        raise ValueError(f"mask must be a single (T, T) mask, got shape {tuple(mask.shape)}")
+    M = mask.to(torch.float64)
+    deg = M.sum(-1)  # (T,) allowed positions per row
+    moduli = []
+    for component in nx.strongly_connected_components(mask_graph(mask)):
+        idx = torch.tensor(sorted(component))
+        block = M[idx][:, idx]  # (k, k)
+        if idx.numel() == 1:
+            moduli.append(block.reshape(()) / deg[idx[0]])
+        elif torch.equal(block, block.T):
+            scale = deg[idx].rsqrt()
+            moduli.append(torch.linalg.eigvalsh(scale[:, None] * block * scale[None, :]).abs())
+        else:
+            moduli.append(torch.linalg.eigvals(block / deg[idx][:, None]).abs())
+    moduli = torch.cat([m.reshape(-1) for m in moduli]).sort(descending=True).values
+    return float(moduli[1].clamp(0.0, 1.0))

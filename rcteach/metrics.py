@@ -1,5 +1,7 @@
 """Measurements of tokens and attention matrices, batched over leading dimensions.
 
+Introduced in chapter "Rank collapse in attention" (book/intro.md).
+
 Stable rank has two definitions in the literature; every function and figure says which:
 
 * ``stable_rank(X)``            sr(X) = ||X||_F^2 / ||X||_2^2 = sum s_i^2 / s_1^2;
@@ -16,7 +18,7 @@ from scipy.optimize import linear_sum_assignment
 
 from . import _validate
 
-__all__ = ["squared_singular_values", "stable_rank", "mu", "spectrum", "SpectralGap", "spectral_gap", "spectrum_distance", "decay_rate"]
+__all__ = ["squared_singular_values", "stable_rank_from_squared", "stable_rank", "mu", "mu_unchecked", "spectrum", "SpectralGap", "spectral_gap", "spectrum_distance", "decay_rate"]
 
 
 def squared_singular_values(X) -> torch.Tensor:
@@ -30,13 +32,20 @@ def squared_singular_values(X) -> torch.Tensor:
     return torch.linalg.eigvalsh(gram).clamp_min(0).flip(-1)
 
 
+def stable_rank_from_squared(sq, *, gram=False) -> torch.Tensor:
+    """Stable rank from squared singular values ``sq`` (*batch, k), descending: sum s_i^2 / s_1^2, or with
+    ``gram=True`` sum s_i^4 / s_1^4.  NaN where s_1 = 0 (X zero: undefined).  No validation."""
+    p = sq.square() if gram else sq
+    return p.sum(-1) / p[..., 0]
+
+
 def stable_rank(X, *, gram=False, method="exact") -> torch.Tensor:
     """Stable rank of X (*batch, m, n) from its singular values s_1 >= s_2 >= ...
 
     ``gram=False``: sum s_i^2 / s_1^2 (in [1, rank X]);  ``gram=True``: sum s_i^4 / s_1^4, the
     stable rank of X X^T.  Returns shape (*batch,).  X must not be zero.
-    ``method="exact"`` (default) takes every s_i from an SVD; ``"lanczos"`` or ``"power"`` get
-    s_1 matrix-free (:func:`rcteach.matfree.stable_rank`, no O(T^3) decomposition).
+    ``method="exact"`` (default) takes every s_i^2 from the eigenvalues of the smaller Gram matrix
+    (:func:`squared_singular_values`); ``"lanczos"`` or ``"power"`` get s_1 matrix-free (:func:`rcteach.matfree.stable_rank`, no O(T^3) decomposition).
     """
     if method != "exact":
         from . import matfree
@@ -44,11 +53,10 @@ def stable_rank(X, *, gram=False, method="exact") -> torch.Tensor:
         method = _validate.choice("method", method, ("exact", *matfree.METHODS))
         return matfree.stable_rank(X, gram=gram, method=method)
     X = _validate.matrix("X", X)
-    s = torch.linalg.svdvals(X)  # (*batch, min(m, n)), descending
-    if not (s[..., 0] > 0).all():
+    sq = squared_singular_values(X)  # (*batch, min(m, n)), descending
+    if not (sq[..., 0] > 0).all():
         raise ValueError("X must be nonzero: the stable rank of a zero matrix is undefined")
-    p = s.square() if not gram else s.square().square()
-    return p.sum(-1) / p[..., 0]
+    return stable_rank_from_squared(sq, gram=gram)
 
 
 def mu(X) -> torch.Tensor:
@@ -56,7 +64,11 @@ def mu(X) -> torch.Tensor:
 
     X: (*batch, T, d) -> (*batch,).  Zero exactly when all tokens are equal (rank-one collapse).
     """
-    X = _validate.matrix("X", X)
+    return mu_unchecked(_validate.matrix("X", X))
+
+
+def mu_unchecked(X) -> torch.Tensor:
+    """:func:`mu` without validation, for callers that validated X (keeps the autograd graph)."""
     return torch.linalg.matrix_norm(X - X.mean(-2, keepdim=True))
 
 

@@ -1,5 +1,7 @@
 """Real transformer architectures at initialisation (Hugging Face ``transformers``).
 
+Introduced in chapter "Real transformers at initialisation" (book/12_real_transformers.md).
+
 Builds BERT-base, RoBERTa-base, a TinyBERT-sized BERT (d = 312, 4 layers, 12 heads) and GPT-2
 small from their configurations at random initialisation -- no weights, tokenizers or anything
 else is downloaded -- and measures, in one forward pass with forward hooks, per layer and head

@@ -28,9 +28,9 @@ from collections.abc import Callable, Iterable, Mapping
 import torch
 
 from . import _validate
-from .attention import LN2
 from .depth import propagate
 from .device import make_generator, resolve
+from .theory import LN2
 from .tokens import orthonormal_tokens
 from .width import width_dims, width_stable_ranks
 

@@ -1,4 +1,7 @@
-"""Input token matrices X0 (tokens are rows: shape (*batch, T, d))."""
+"""Input token matrices X0 (tokens are rows: shape (*batch, T, d)).
+
+Introduced in chapter "Rank collapse in attention" (book/intro.md).
+"""
 
 from __future__ import annotations
 

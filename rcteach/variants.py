@@ -1,6 +1,6 @@
 """Relatives of centred attention that move the outlier: differential attention.
 
-Introduced in the chapter *Centred attention* (``book/03_centred_attention.md``).
+Introduced in chapter "Centred attention" (book/03_centred_attention.md).
 
 Differential attention (Ye et al., the Diff Transformer) subtracts two softmax attention maps,
 D = A1 - lam A2.  Both are row-stochastic, so D 1 = (1 - lam) 1 exactly: the outlier moves from
@@ -16,8 +16,9 @@ import math
 import torch
 
 from . import _validate
-from .attention import LN2, attention_map
+from .attention import attention_map
 from .device import make_generator, resolve
+from .theory import LN2
 
 __all__ = ["random_differential_attention"]
 

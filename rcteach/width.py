@@ -1,16 +1,17 @@
 """Rank collapse in width: the stable rank of one attention layer's output A X0 W_V.
 
-Introduced in the chapter *Rank collapse in width* (``book/04_width.md``).
+Introduced in chapter "Rank collapse in width" (book/04_width.md).
 
 Model (Mind the Gap): X0 (T, d) has orthonormal rows, W_V (d, d) has i.i.d. N(0, 1) entries, so
 X0 W_V has exactly i.i.d. N(0, 1) entries; A is random attention, T x T.  The stable rank is
 scale-invariant, so the variance of W_V does not matter.  Two attention models:
 
-* ``logits="iid"``: the i.i.d.-logit model, :func:`rcteach.random_attention` with variance ``s2``,
+* ``attention="iid"``: the i.i.d.-logit model, :func:`rcteach.random_attention` with variance ``s2``,
   applied to Y = X0 W_V sampled directly as a (T, d) standard Gaussian matrix;
-* ``logits="qk"``: query-key attention :func:`rcteach.attention` on Haar-orthonormal tokens X0,
-  with W_Q, W_K (d, d_qk) i.i.d. N(0, sqrt(s2)) entries, so the logits have variance ``s2``
-  (:func:`rcteach.theory.logit_variance` with unit token norm), and Y = X0 W_V built explicitly.
+* ``attention="qk"``: query-key attention :func:`rcteach.qk_attention` on Haar-orthonormal tokens X0,
+  with W_Q, W_K (d, d_qk) from :func:`rcteach.logits.qk_weights` (i.i.d. N(0, sqrt(s2)) entries), so
+  the logits have variance ``s2`` (:func:`rcteach.theory.logit_variance` with unit token norm), and
+  Y = X0 W_V built explicitly.
 
 Stable ranks (see :mod:`rcteach.metrics`): ``gram=False`` gives sum s_i^2 / s_1^2 (Frobenius),
 ``gram=True`` gives sum s_i^4 / s_1^4 (the Gram matrix's, as in the Mind-the-Gap code).  They are
@@ -22,15 +23,16 @@ from __future__ import annotations
 
 import torch
 
-from . import _validate
-from .attention import LN2, attention, random_attention
+from . import _deprecation, _validate
+from .attention import ATTENTIONS, LN2, qk_attention, random_attention
 from .device import make_generator, resolve
-from .metrics import squared_singular_values
+from .logits import qk_weights
+from .metrics import squared_singular_values, stable_rank_from_squared
 from .tokens import orthonormal_tokens
 
-__all__ = ["LOGIT_MODELS", "width_dims", "width_stable_ranks"]
+__all__ = ["width_dims", "width_stable_ranks"]
 
-LOGIT_MODELS = ("iid", "qk")
+__getattr__ = _deprecation.moved_attributes(__name__, {"LOGIT_MODELS": "rcteach.attention:ATTENTIONS"})
 
 
 def width_dims(T, gamma) -> tuple[int, int]:
@@ -40,21 +42,9 @@ def width_dims(T, gamma) -> tuple[int, int]:
     return T, max(1, round(T / gamma))
 
 
-def width_stable_ranks(
-    T,
-    gamma,
-    s2=LN2,
-    *,
-    seeds=1,
-    centred=False,
-    gram=False,
-    logits="iid",
-    d_qk=64,
-    seed=None,
-    generator=None,
-    device=None,
-    dtype=None,
-) -> torch.Tensor:
+@_deprecation.renamed_keywords(logits="attention")
+def width_stable_ranks(T, gamma, s2=LN2, *, seeds=1, centred=False, gram=False, attention="iid", d_qk=64, seed=None,
+                       generator=None, device=None, dtype=None) -> torch.Tensor:
     """Stable rank of one attention layer's output, A X0 W_V (or A_perp X0 W_V), over seeds.
 
     Parameters
@@ -62,7 +52,7 @@ def width_stable_ranks(
     T : int
         Number of tokens (>= 2).
     gamma : float
-        gamma = T / d > 0; the width is d = round(T / gamma).  ``logits="qk"`` needs gamma <= 1
+        gamma = T / d > 0; the width is d = round(T / gamma).  ``attention="qk"`` needs gamma <= 1
         (T orthonormal tokens in R^d).
     s2 : float
         Logit variance; c = e^{s2} - 1.
@@ -72,10 +62,10 @@ def width_stable_ranks(
         Use centred attention A_perp = A - 11^T/T instead of A.
     gram : bool
         False: Frobenius stable rank sum s_i^2 / s_1^2; True: Gram stable rank sum s_i^4 / s_1^4.
-    logits : {"iid", "qk"}
+    attention : {"iid", "qk"}
         The attention model (module doc).
     d_qk : int
-        Query-key width for ``logits="qk"`` (ignored otherwise).
+        Query-key width for ``attention="qk"`` (ignored otherwise).
     seed, generator, device, dtype
         Randomness and placement (float64 on the CPU by default).
 
@@ -92,30 +82,26 @@ def width_stable_ranks(
     T, d = width_dims(T, gamma)
     s2 = _validate.real("s2", s2, minimum=0.0)
     seeds = _validate.integer("seeds", seeds, minimum=1)
-    logits = _validate.choice("logits", logits, LOGIT_MODELS)
+    attention = _validate.choice("attention", attention, ATTENTIONS)
     centred = _validate.flag("centred", centred)
     gram = _validate.flag("gram", gram)
     device, dtype = resolve(device, dtype)
     gen = make_generator(seed, generator, device)
-    if logits == "iid":
+    if attention == "iid":
         A = random_attention(T, s2, batch=seeds, centred=centred, generator=gen, device=device, dtype=dtype)
         Y = torch.randn(seeds, T, d, generator=gen, device=device, dtype=dtype)  # = X0 W_V in law
     else:
         d_qk = _validate.integer("d_qk", d_qk, minimum=1)
         if T > d:
-            raise ValueError(f"logits='qk' needs gamma <= 1 (orthonormal tokens), got T={T} > d={d}")
+            raise ValueError(f"attention='qk' needs gamma <= 1 (orthonormal tokens), got T={T} > d={d}")
         X0 = orthonormal_tokens(T, d, batch=seeds, generator=gen, device=device, dtype=dtype)  # (seeds, T, d)
-        scale = s2 ** 0.25  # sigma_q = sigma_k, so s2 = sigma_q^2 sigma_k^2 for unit-norm tokens
-        W_Q = scale * torch.randn(seeds, d, d_qk, generator=gen, device=device, dtype=dtype)
-        W_K = scale * torch.randn(seeds, d, d_qk, generator=gen, device=device, dtype=dtype)
+        W_Q, W_K = qk_weights(d, d_qk, s2, batch=(seeds,), generator=gen, device=device, dtype=dtype)
         W_V = torch.randn(seeds, d, d, generator=gen, device=device, dtype=dtype)
-        A = attention(X0, W_Q, W_K, centred=centred)  # (seeds, T, T)
+        A = qk_attention(X0, W_Q, W_K, centred=centred)  # (seeds, T, T)
         Y = X0 @ W_V  # (seeds, T, d)
     out = A @ Y  # (seeds, T, d)
-    lam = squared_singular_values(out)  # (seeds, min(T, d)), descending
-    p = lam.square() if gram else lam
-    top = p[..., 0]
-    if not (top > 0).all():
+    sq = squared_singular_values(out)  # (seeds, min(T, d)), descending
+    if not (sq[..., 0] > 0).all():
         raise ValueError("the layer output is zero; its stable rank is undefined")
-    return p.sum(-1) / top
+    return stable_rank_from_squared(sq, gram=gram)
 

@@ -8,7 +8,7 @@ import torch
 from rcteach import (
     ACTIVATIONS,
     LN2,
-    attention,
+    qk_attention,
     attention_map,
     centre,
     make_mask,
@@ -17,14 +17,11 @@ from rcteach import (
     spectrum_distance,
     uniform_attention,
 )
-from rcteach.device import DEVICE_ENV
 
 T = 6
 
 
-@pytest.fixture(autouse=True)
-def cpu_env(monkeypatch):
-    monkeypatch.setenv(DEVICE_ENV, "cpu")
+pytestmark = pytest.mark.usefixtures("cpu_env")
 
 
 def logits(*shape, seed=0, dtype=torch.float64):
@@ -313,11 +310,11 @@ def qk(batch=(), T=T, d=5, d_qk=3, seed=0, dtype=torch.float64):
 def test_attention_formula():
     X, W_Q, W_K = qk(batch=(2, 3))
     beta = 0.7
-    A = attention(X, W_Q, W_K, beta=beta)
+    A = qk_attention(X, W_Q, W_K, beta=beta)
     assert A.shape == (2, 3, T, T)
     g = beta * (X @ W_Q) @ (X @ W_K).transpose(-2, -1) / math.sqrt(3)
     assert torch.allclose(A, torch.softmax(g, -1), atol=1e-15)
-    assert torch.allclose(attention(X, W_Q, W_K, beta=beta, activation="relu"), torch.relu(g) / T, atol=1e-15)
+    assert torch.allclose(qk_attention(X, W_Q, W_K, beta=beta, activation="relu"), torch.relu(g) / T, atol=1e-15)
 
 
 def test_attention_batched_weights():
@@ -325,25 +322,25 @@ def test_attention_batched_weights():
     gen = torch.Generator().manual_seed(1)
     W_Q = torch.randn(2, 5, 3, generator=gen, dtype=torch.float64)
     W_K = torch.randn(2, 5, 3, generator=gen, dtype=torch.float64)
-    A = attention(X, W_Q, W_K)
+    A = qk_attention(X, W_Q, W_K)
     for b in range(2):
-        assert torch.allclose(A[b], attention(X[b], W_Q[b], W_K[b]), atol=1e-15)
+        assert torch.allclose(A[b], qk_attention(X[b], W_Q[b], W_K[b]), atol=1e-15)
 
 
 @pytest.mark.parametrize("mask", [None] + masks(), ids=["none", "causal", "sliding", "sliding-causal"])
 def test_beta_zero_is_uniform_over_the_mask(mask):
     X, W_Q, W_K = qk(batch=(2,))
-    A = attention(X, W_Q, W_K, mask=mask, beta=0.0)
+    A = qk_attention(X, W_Q, W_K, mask=mask, beta=0.0)
     assert torch.allclose(A, uniform_attention(T, mask).expand(2, T, T), atol=1e-15)
 
 
 @pytest.mark.parametrize("mask", masks(), ids=["causal", "sliding", "sliding-causal"])
 def test_masked_attention(mask):
     X, W_Q, W_K = qk(batch=(2, 3))
-    A = attention(X, W_Q, W_K, mask=mask, beta=2.0)
+    A = qk_attention(X, W_Q, W_K, mask=mask, beta=2.0)
     assert (A[..., ~mask] == 0).all()
     assert (A.sum(-1) - 1).abs().max() < 1e-14
-    Ap = attention(X, W_Q, W_K, mask=mask, beta=2.0, centred=True)
+    Ap = qk_attention(X, W_Q, W_K, mask=mask, beta=2.0, centred=True)
     U = uniform_attention(T, mask)
     assert torch.allclose(Ap[..., mask], (A - U)[..., mask], atol=1e-15)
     assert (Ap[..., ~mask] == 0).all()
@@ -351,9 +348,9 @@ def test_masked_attention(mask):
 
 def test_attention_float32():
     X, W_Q, W_K = qk(dtype=torch.float32)
-    A = attention(X, W_Q, W_K)
+    A = qk_attention(X, W_Q, W_K)
     assert A.dtype == torch.float32
-    assert torch.allclose(A.double(), attention(X.double(), W_Q.double(), W_K.double()), atol=1e-6)
+    assert torch.allclose(A.double(), qk_attention(X.double(), W_Q.double(), W_K.double()), atol=1e-6)
 
 
 def test_attention_errors():
@@ -381,7 +378,7 @@ def test_attention_errors():
     ]
     for args, kwargs, error, match in cases:
         with pytest.raises(error, match=match):
-            attention(*args, **kwargs)
+            qk_attention(*args, **kwargs)
 
 
 # -- CUDA ------------------------------------------------------------------------------------------
@@ -399,8 +396,8 @@ def test_cuda_attention_matches_cpu():
     X, W_Q, W_K = qk(batch=(2,), T=16, d=8, d_qk=4)
     mask = make_mask("sliding", 16, window=2)
     for centred in (False, True):
-        cpu = attention(X, W_Q, W_K, mask=mask, centred=centred)
-        gpu = attention(X.cuda(), W_Q.cuda(), W_K.cuda(), mask=mask, centred=centred)  # the mask moves itself
+        cpu = qk_attention(X, W_Q, W_K, mask=mask, centred=centred)
+        gpu = qk_attention(X.cuda(), W_Q.cuda(), W_K.cuda(), mask=mask, centred=centred)  # the mask moves itself
         assert gpu.device.type == "cuda"
         assert torch.allclose(gpu.cpu(), cpu, atol=1e-12)
     U = uniform_attention(16, mask, device="cuda")

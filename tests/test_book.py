@@ -148,3 +148,54 @@ def test_every_page_renders_offline_in_a_browser(built_book):
         browser.close()
     problems += [f"tried to reach the network: {url}" for url in outside]
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.book
+def test_every_chapter_offers_a_clean_notebook_download(built_book):
+    """The download menu of every page links ``_sources/<page>.ipynb``: the chapter as a notebook
+    without outputs (book/_ext/notebook_download.py), the same cells as its MyST source."""
+    import jupytext
+    import nbformat
+
+    html = _built(built_book)
+    for name in toc_files():
+        text = (html / f"{name}.html").read_text(encoding="utf-8")
+        links = re.findall(r'<a href="([^"]*_sources/[^"]*\.ipynb)"', text)
+        assert len(links) == 1, f"{name}: {len(links)} .ipynb links in the download menu"
+        notebook = nbformat.read((html / name).parent / links[0], as_version=4)
+        nbformat.validate(notebook)
+        source = jupytext.read(ROOT / f"{name}.md")
+        assert [c.source for c in notebook.cells] == [c.source for c in source.cells], name
+        assert all(not c.get("outputs") for c in notebook.cells if c.cell_type == "code"), f"{name}: outputs"
+        assert notebook.metadata["kernelspec"]["name"] == "python3" and "jupytext" not in notebook.metadata
+
+
+@pytest.mark.book
+@needs_browser
+def test_download_menu_and_collapsed_solutions_in_a_browser(built_book):
+    """On every chapter page: the download menu, opened, offers ``.ipynb``; every solution cell is
+    one closed toggle holding its code and its outputs (nothing of it shows under the exercise)."""
+    from playwright.sync_api import sync_playwright
+
+    html = _built(built_book)
+    problems = []
+    with sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        for name in toc_files():
+            page.goto((html / f"{name}.html").as_uri(), wait_until="load")
+            page.locator(".dropdown-download-buttons button").first.click()
+            item = page.locator(".dropdown-download-buttons .dropdown-item", has_text=".ipynb")
+            if not item.count() or not item.first.is_visible():
+                problems.append(f"{name}: no visible .ipynb in the download menu")
+            cells = page.evaluate(
+                "Array.from(document.querySelectorAll('.cell.tag_solution')).map(c => {"
+                " const d = c.querySelector(':scope > details.hide');"
+                " return {toggle: !!d, open: !!(d && d.open), outputs: c.querySelectorAll('.cell_output').length,"
+                " inside: d ? d.querySelectorAll('.cell_output').length : 0,"
+                " shown: Array.from(c.querySelectorAll('.cell_output, .cell_input')).some(e => e.checkVisibility())}; })")
+            for i, cell in enumerate(cells):
+                if not cell["toggle"] or cell["open"] or cell["outputs"] != cell["inside"] or cell["shown"]:
+                    problems.append(f"{name}: solution cell {i} not collapsed with its outputs: {cell}")
+        browser.close()
+    assert not problems, "\n".join(problems)

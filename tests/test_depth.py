@@ -7,7 +7,7 @@ import torch
 
 import rcteach
 from rcteach import propagate, weight_gradients
-from rcteach.depth import normalise
+from rcteach.norms import normalise
 
 F64 = torch.float64
 
@@ -148,8 +148,8 @@ def test_qk_matches_attention_with_explicit_weights():
     WQ, WK = (torch.randn(24, 8, dtype=F64, generator=torch.Generator().manual_seed(k)) for k in (1, 2))
     WV = torch.randn(24, 24, dtype=F64, generator=torch.Generator().manual_seed(3)) / math.sqrt(24)
     st = propagate(X0, 2, attention="qk", W_Q=WQ, W_K=WK, W_V=WV, beta=0.7, keep_states=True).states
-    X1 = rcteach.attention(X0, WQ, WK, beta=0.7) @ X0 @ WV
-    X2 = rcteach.attention(X1, WQ, WK, beta=0.7) @ X1 @ WV
+    X1 = rcteach.qk_attention(X0, WQ, WK, beta=0.7) @ X0 @ WV
+    X2 = rcteach.qk_attention(X1, WQ, WK, beta=0.7) @ X1 @ WV
     assert torch.allclose(st[1], X1) and torch.allclose(st[2], X2)
 
 
@@ -221,7 +221,7 @@ def test_default_qk_weights():
     sigma = 0.7**0.25
     WQ = sigma * torch.randn(3, 24, 24, generator=g, dtype=F64)
     WK = sigma * torch.randn(3, 24, 24, generator=g, dtype=F64)
-    assert torch.allclose(st[1], rcteach.attention(X0, WQ, WK) @ X0)
+    assert torch.allclose(st[1], rcteach.qk_attention(X0, WQ, WK) @ X0)
     # so that unit-norm tokens get logit variance s2 (theory.logit_variance takes standard deviations)
     assert rcteach.theory.logit_variance(sigma, sigma, 1.0) == pytest.approx(0.7)
 

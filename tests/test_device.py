@@ -7,11 +7,6 @@ from rcteach import default_device, gaussian_tokens, random_attention
 from rcteach.device import DEVICE_ENV, make_generator, resolve
 
 
-@pytest.fixture
-def cpu_env(monkeypatch):
-    monkeypatch.setenv(DEVICE_ENV, "cpu")
-
-
 def test_env_name():
     assert DEVICE_ENV == "RCTEACH_DEVICE"
 

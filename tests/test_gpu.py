@@ -15,7 +15,7 @@ import torch
 import rcteach
 from rcteach import bench, matfree, sweep
 from rcteach.depth import propagate, weight_gradients
-from rcteach.layernorm import layernorm_runs
+from rcteach.wu_table import layernorm_runs
 from rcteach.width import width_stable_ranks
 
 pytestmark = pytest.mark.gpu
@@ -45,10 +45,10 @@ def test_random_simulators_run_on_cuda(dtype):
     assert torch.isfinite(tr.stable_rank).all()
     g = weight_gradients(X0, 2, attention="qk", seed=1)
     assert g.W_Q.device.type == "cuda" and torch.isfinite(g.W_V).all()
-    runs = layernorm_runs(T=16, d=16, depth=4, runs=2, device="cuda", dtype=dtype)
+    runs = layernorm_runs(T=16, d=16, depth=4, seeds=2, device="cuda", dtype=dtype)
     assert runs
-    runs = layernorm_runs(T=16, d=16, depth=4, runs=2, dropout=0.1, rho=0.2, device="cuda", dtype=dtype)
-    assert runs["causal"].device.type == "cuda" and torch.isfinite(runs["causal"]).all()
+    runs = layernorm_runs(T=16, d=16, depth=4, seeds=2, dropout=0.1, rho=0.2, device="cuda", dtype=dtype)
+    assert runs["causal"].mu.device.type == "cuda" and torch.isfinite(runs["causal"].mu).all()
 
 
 def test_causal_dropout_front_on_cuda():

@@ -3,7 +3,9 @@ import math
 import pytest
 import torch
 
-from rcteach import layernorm as ln
+from rcteach import Trajectory
+from rcteach import wu_table as ln
+from rcteach.masks import MASK_KINDS
 
 
 def test_logit_s2():
@@ -12,19 +14,20 @@ def test_logit_s2():
 
 
 def test_table_shape_and_reproducible():
-    kw = dict(T=8, d=16, runs=2, layers=(0, 4), window=1)
+    kw = dict(T=8, d=16, seeds=2, layers=(0, 4), window=1)
     rows = ln.layernorm_table(**kw, seed=0)
-    assert len(rows) == 8 and {r.mask for r in rows} == set(ln.MASK_KINDS)
+    assert len(rows) == 8 and {r.mask for r in rows} == set(MASK_KINDS)
     assert rows == ln.layernorm_table(**kw, seed=0)
     assert all(0 <= r.relative <= 1 + 1e-12 for r in rows)
-    assert "complete" in ln.format_table(rows, published=ln.PUBLISHED_TABLE)
+    table = ln.format_table(rows, published=ln.PUBLISHED_TABLE)
+    assert "complete" in str(table) and "<th>complete</th>" in table._repr_html_()
 
 
 def test_errors():
     with pytest.raises(ValueError):
         ln.layernorm_runs(T=8, d=8, depth=2, norm="bad")
     with pytest.raises(ValueError):
-        ln.layernorm_table(T=8, d=8, runs=1, layers=(0, 4), depth=2)
+        ln.layernorm_table(T=8, d=8, seeds=1, layers=(0, 4), depth=2)
     with pytest.raises(ValueError):
         ln.layernorm_runs(T=8, d=8, depth=2, masks=("nope",))
 
@@ -41,17 +44,20 @@ def test_rho_from_mu0_round_trip():
 
 def test_paper_setting_runs_and_mu0_matches():
     setting = {**ln.PAPER_SETTING, "d": 16}
-    res = ln.layernorm_runs(runs=64, depth=1, seed=0, masks=("complete",), **setting)
-    mu0 = res["complete"][0]
+    res = ln.layernorm_runs(seeds=64, depth=1, seed=0, masks=("complete",), **setting)
+    assert set(res) == {"complete"} and isinstance(res["complete"], Trajectory)
+    mu0 = res["complete"].mu[0]
     expected = math.sqrt(16 * (setting["T"] - 1) * (1 - setting["rho"]))
     assert abs(mu0.mean().item() / expected - 1) < 0.05
     assert mu0.dtype == torch.float32
 
 
 def _fake_runs(values):
-    """layernorm_runs-shaped output with mu = relative mu = values[kind] (depth + 1 values, 1 run)."""
-    runs = {kind: torch.tensor(v, dtype=torch.float64)[:, None] for kind, v in values.items()}
-    runs["relative"] = dict(runs)
+    """layernorm_runs-shaped output with mu = relative mu = values[kind] (depth + 1 values, 1 seed)."""
+    runs = {}
+    for kind, v in values.items():
+        mu = torch.tensor(v, dtype=torch.float64)[:, None]
+        runs[kind] = Trajectory(mu, torch.ones_like(mu), torch.ones_like(mu), torch.ones_like(mu))
     return runs
 
 
@@ -64,11 +70,13 @@ def test_table_pattern():
     with pytest.raises(ValueError, match="first"):
         ln.table_pattern(_fake_runs(good), first=2)
     with pytest.raises(ValueError, match="causal"):
-        ln.table_pattern({"complete": torch.ones(3, 1), "relative": {}})
+        ln.table_pattern(_fake_runs({"complete": [1.0, 1.0, 1.0]}))
 
 
 def test_format_table_scale():
     rows = [ln.LNRow("causal", 0, 2.0, 0.5, 1.0)]
-    assert "| 0 | 6 (1.5) |" in ln.format_table(rows, scale=3.0)
+    table = ln.format_table(rows, scale=3.0)
+    assert table.columns == ("layer", "causal") and table.rows == (("0", "6 (1.5)"),)
+    assert "<td>6 (1.5)</td>" in table._repr_html_() and str(table).splitlines()[-1].split() == ["0", "6", "(1.5)"]
     with pytest.raises(ValueError, match="scale"):
         ln.format_table(rows, scale=0.0)

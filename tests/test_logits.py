@@ -5,14 +5,11 @@ import math
 import pytest
 import torch
 
-from rcteach import LN2, attention, attention_map, orthonormal_tokens, random_attention, theory
-from rcteach.device import DEVICE_ENV
+from rcteach import LN2, attention_map, orthonormal_tokens, qk_attention, random_attention, theory
 from rcteach.logits import leading_term, qk_logits, random_logits, random_qk_logits
 
 
-@pytest.fixture(autouse=True)
-def cpu_env(monkeypatch):
-    monkeypatch.setenv(DEVICE_ENV, "cpu")
+pytestmark = pytest.mark.usefixtures("cpu_env")
 
 
 def test_random_logits_shape_dtype_seed():
@@ -47,7 +44,7 @@ def test_qk_logits_matches_attention():
     g = qk_logits(X, W_Q, W_K, beta=0.7)
     assert g.shape == (2, 10, 10)
     assert torch.allclose(g, 0.7 * (X @ W_Q) @ (X @ W_K).transpose(-2, -1) / 2.0, atol=1e-14)
-    assert torch.allclose(attention_map(g), attention(X, W_Q, W_K, beta=0.7), atol=1e-15)
+    assert torch.allclose(attention_map(g), qk_attention(X, W_Q, W_K, beta=0.7), atol=1e-15)
     assert torch.linalg.matrix_rank(g[0]).item() <= 4
 
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import rcteach
-from rcteach import make_mask, theory
+from rcteach import consensus_rate, make_mask, theory
 from rcteach.metrics import decay_rate
 from rcteach.plotting import draw_mask
 
@@ -81,21 +81,21 @@ def _row_normalised(mask):
 def test_consensus_rate_matches_dense_eigenvalues(kind, window):
     mask = make_mask(kind, 20, window=window)
     ev = torch.linalg.eigvals(_row_normalised(mask)).abs().sort(descending=True).values
-    assert theory.consensus_rate(mask) == pytest.approx(ev[1].item(), abs=1e-10)
+    assert consensus_rate(mask) == pytest.approx(ev[1].item(), abs=1e-10)
 
 
 def test_consensus_rate_closed_forms():
-    assert theory.consensus_rate(make_mask("complete", 16)) < 1e-12
+    assert consensus_rate(make_mask("complete", 16)) < 1e-12
     for T in (2, 5, 40):
-        assert theory.consensus_rate(make_mask("causal", T)) == 0.5 == theory.causal_consensus_rate()
+        assert consensus_rate(make_mask("causal", T)) == 0.5 == theory.causal_consensus_rate()
     for w in (1, 2, 7):
-        assert theory.consensus_rate(make_mask("sliding-causal", 30, window=w)) == 0.5 == theory.causal_consensus_rate(w)
+        assert consensus_rate(make_mask("sliding-causal", 30, window=w)) == 0.5 == theory.causal_consensus_rate(w)
     assert theory.causal_consensus_rate(0) == 1.0
-    assert theory.consensus_rate(make_mask("sliding-causal", 8, window=0)) == 1.0  # identity mask: no mixing
+    assert consensus_rate(make_mask("sliding-causal", 8, window=0)) == 1.0  # identity mask: no mixing
     two_islands = torch.zeros(4, 4, dtype=torch.bool)
     two_islands[:2, :2] = True
     two_islands[2:, 2:] = True
-    assert theory.consensus_rate(two_islands) == pytest.approx(1.0)  # not quasi-strongly connected
+    assert consensus_rate(two_islands) == pytest.approx(1.0)  # not quasi-strongly connected
 
 
 def test_consensus_rate_custom_nonsymmetric_mask():
@@ -103,7 +103,7 @@ def test_consensus_rate_custom_nonsymmetric_mask():
     mask = (torch.rand(12, 12, generator=g) < 0.3) | torch.eye(12, dtype=torch.bool)
     mask[0, 1] = mask[1, 0] = True
     ev = torch.linalg.eigvals(_row_normalised(mask)).abs().sort(descending=True).values
-    assert theory.consensus_rate(mask) == pytest.approx(ev[1].item(), abs=1e-10)
+    assert consensus_rate(mask) == pytest.approx(ev[1].item(), abs=1e-10)
 
 
 def test_consensus_rate_is_the_simulated_rate():
@@ -111,7 +111,7 @@ def test_consensus_rate_is_the_simulated_rate():
     mask = make_mask("sliding", T, window=w)
     X0 = rcteach.orthonormal_tokens(T, T, batch=2, seed=0)
     mu = rcteach.propagate(X0, 80, attention="iid", s2=0.0, mask=mask, values="orthogonal", seed=1).mu
-    assert torch.allclose(decay_rate(mu, 40, floor=1e-12), torch.tensor(theory.consensus_rate(mask), dtype=torch.float64), atol=1e-6)
+    assert torch.allclose(decay_rate(mu, 40, floor=1e-12), torch.tensor(consensus_rate(mask), dtype=torch.float64), atol=1e-6)
 
 
 def test_uniform_complete_attention_collapses_in_one_layer():
@@ -124,7 +124,7 @@ def test_uniform_complete_attention_collapses_in_one_layer():
 
 def test_sliding_consensus_rate_leading_order():
     for T, w in ((64, 1), (128, 2), (256, 4)):
-        exact_gap = 1 - theory.consensus_rate(make_mask("sliding", T, window=w))
+        exact_gap = 1 - consensus_rate(make_mask("sliding", T, window=w))
         approx_gap = 1 - theory.sliding_consensus_rate(T, w)
         assert abs(approx_gap / exact_gap - 1) < 2 * w / T
     assert theory.sliding_consensus_rate(10, 1) == pytest.approx(1 - math.pi**2 * 2 / 600)
@@ -138,9 +138,9 @@ def test_window_hops_is_diameter_and_eccentricity():
 
 def test_theory_errors():
     with pytest.raises(TypeError, match="mask"):
-        theory.consensus_rate(np.ones((3, 3), dtype=bool))
+        consensus_rate(np.ones((3, 3), dtype=bool))
     with pytest.raises(ValueError, match="single"):
-        theory.consensus_rate(torch.ones(2, 3, 3, dtype=torch.bool))
+        consensus_rate(torch.ones(2, 3, 3, dtype=torch.bool))
     with pytest.raises(ValueError, match="window"):
         theory.sliding_consensus_rate(10, 0)
     with pytest.raises(ValueError, match="T"):

@@ -89,6 +89,11 @@ def test_make_mask_matches_definition(kind, T, window):
     assert torch.equal(mask, definition(kind, T, window))
 
 
+def test_make_mask_window_ignored_by_non_sliding_kinds():
+    for kind in ("complete", "causal"):
+        assert torch.equal(make_mask(kind, 5, window=1), make_mask(kind, 5))
+
+
 def test_make_mask_device():
     assert make_mask("causal", 4).device == torch.device("cpu")
     assert make_mask("sliding", 4, window=1, device=torch.device("cpu")).device == torch.device("cpu")
@@ -104,8 +109,6 @@ def test_make_mask_device():
         (("sliding-causal", 4), {}, ValueError, "window"),
         (("sliding", 4), dict(window=-1), ValueError, "window"),
         (("sliding", 4), dict(window=1.5), TypeError, "window"),
-        (("complete", 4), dict(window=1), ValueError, "window"),
-        (("causal", 4), dict(window=0), ValueError, "window"),
     ],
 )
 def test_make_mask_errors(args, kwargs, error, match):

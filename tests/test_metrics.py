@@ -17,12 +17,9 @@ from rcteach import (
     spectrum_distance,
     stable_rank,
 )
-from rcteach.device import DEVICE_ENV
 
 
-@pytest.fixture(autouse=True)
-def cpu_env(monkeypatch):
-    monkeypatch.setenv(DEVICE_ENV, "cpu")
+pytestmark = pytest.mark.usefixtures("cpu_env")
 
 
 # -- stable_rank -----------------------------------------------------------------------------------

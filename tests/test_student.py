@@ -24,7 +24,9 @@ def _solution_admonitions(text):
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=[p.stem for p in CHAPTERS])
 def test_chapter_solutions_are_collapsed(chapter):
-    """Every exercise solution is collapsed in the HTML: dropdown prose, hide-input code."""
+    """Every exercise solution is collapsed, in the HTML book (dropdown prose; ``hide-cell`` code:
+    input and outputs under one toggle) and in JupyterLab (code hidden until asked; there are no
+    outputs to hide until the cell runs, and running a cell shows its outputs)."""
     nb = jupytext.read(chapter)
     text = chapter.read_text()
     if "## Exercises" not in text:
@@ -35,7 +37,8 @@ def test_chapter_solutions_are_collapsed(chapter):
     for title, option in admonitions:
         assert option.strip() == ":class: dropdown", title
     for cell in code:
-        assert "hide-input" in cell.metadata["tags"]
+        assert "hide-cell" in cell.metadata["tags"]
+        assert cell.metadata.get("jupyter") == {"source_hidden": True}
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=[p.stem for p in CHAPTERS])

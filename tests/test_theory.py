@@ -11,14 +11,11 @@ import torch
 from scipy import integrate, optimize
 
 from rcteach import LN2, centre, gaussian_tokens, orthonormal_tokens, random_attention, theory
-from rcteach.device import DEVICE_ENV
 
 S2 = [0.0, 0.1, LN2, 1.0, 2.5]
 
 
-@pytest.fixture(autouse=True)
-def cpu_env(monkeypatch):
-    monkeypatch.setenv(DEVICE_ENV, "cpu")
+pytestmark = pytest.mark.usefixtures("cpu_env")
 
 
 # -- c ---------------------------------------------------------------------------------------------

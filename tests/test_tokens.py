@@ -6,14 +6,11 @@ import pytest
 import torch
 
 from rcteach import gaussian_tokens, orthonormal_tokens
-from rcteach.device import DEVICE_ENV
 
 FUNCS = [orthonormal_tokens, gaussian_tokens]
 
 
-@pytest.fixture(autouse=True)
-def cpu_env(monkeypatch):
-    monkeypatch.setenv(DEVICE_ENV, "cpu")
+pytestmark = pytest.mark.usefixtures("cpu_env")
 
 
 # -- shapes, dtypes, seeds (both functions) ------------------------------------------------------

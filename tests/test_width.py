@@ -15,16 +15,16 @@ def test_dims():
     assert width_dims(64, 1) == (64, 64)
 
 
-@pytest.mark.parametrize("logits", ["iid", "qk"])
+@pytest.mark.parametrize("attention", ["iid", "qk"])
 @pytest.mark.parametrize("centred", [False, True])
 @pytest.mark.parametrize("gram", [False, True])
-def test_shape_range_and_seed(logits, centred, gram):
-    sr = width_stable_ranks(16, 0.5, seeds=3, centred=centred, gram=gram, logits=logits, d_qk=8, seed=0)
+def test_shape_range_and_seed(attention, centred, gram):
+    sr = width_stable_ranks(16, 0.5, seeds=3, centred=centred, gram=gram, attention=attention, d_qk=8, seed=0)
     assert sr.shape == (3,) and sr.dtype == torch.float64
     assert (sr >= 1 - 1e-12).all() and (sr <= 16 + 1e-9).all()
-    again = width_stable_ranks(16, 0.5, seeds=3, centred=centred, gram=gram, logits=logits, d_qk=8, seed=0)
+    again = width_stable_ranks(16, 0.5, seeds=3, centred=centred, gram=gram, attention=attention, d_qk=8, seed=0)
     assert torch.equal(sr, again)
-    other = width_stable_ranks(16, 0.5, seeds=3, centred=centred, gram=gram, logits=logits, d_qk=8, seed=1)
+    other = width_stable_ranks(16, 0.5, seeds=3, centred=centred, gram=gram, attention=attention, d_qk=8, seed=1)
     assert not torch.equal(sr, other)
 
 
@@ -63,11 +63,11 @@ def test_uniform_attention_rank_one():
         (dict(T=8, gamma="a"), TypeError, "gamma"),
         (dict(T=8, gamma=0.5, s2=-1.0), ValueError, "s2"),
         (dict(T=8, gamma=0.5, seeds=0), ValueError, "seeds"),
-        (dict(T=8, gamma=0.5, logits="gauss"), ValueError, "logits"),
+        (dict(T=8, gamma=0.5, attention="gauss"), ValueError, "attention"),
         (dict(T=8, gamma=0.5, centred=1), TypeError, "centred"),
         (dict(T=8, gamma=0.5, gram="yes"), TypeError, "gram"),
-        (dict(T=8, gamma=2.0, logits="qk"), ValueError, "gamma"),
-        (dict(T=8, gamma=0.5, logits="qk", d_qk=0), ValueError, "d_qk"),
+        (dict(T=8, gamma=2.0, attention="qk"), ValueError, "gamma"),
+        (dict(T=8, gamma=0.5, attention="qk", d_qk=0), ValueError, "d_qk"),
         (dict(T=8, gamma=0.5, seed=1, generator=torch.Generator()), ValueError, "seed"),
         (dict(T=8, gamma=0.5, dtype=torch.int64), TypeError, "dtype"),
     ],

@@ -5,9 +5,10 @@ from __future__ import annotations
 import torch
 
 from .. import theory
-from ..attention import LN2, centre
+from ..attention import centre
 from ..metrics import spectral_gap, spectrum
 from ..variants import random_differential_attention
+from ..theory import LN2
 from .registry import Comparison, off_by, register
 from .statistics import disc_radius
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import torch
 
 from .. import theory
-from ..attention import LN2
 from ..depth import propagate, weight_gradients
 from ..tokens import orthonormal_tokens
+from ..theory import LN2
 from .registry import Comparison, off_by, register
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from .. import equilibria as eq
-from ..depth import normalise
+from ..norms import normalise
 from ..masks import make_mask
 from .registry import Comparison, register
 

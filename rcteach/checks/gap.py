@@ -13,9 +13,10 @@ import math
 import torch
 
 from .. import theory
-from ..attention import LN2, attention_map, centre, random_attention
+from ..attention import attention_map, centre, random_attention
 from ..logits import random_qk_logits
 from ..metrics import spectral_gap, spectrum
+from ..theory import LN2
 from .registry import Comparison, off_by, register
 
 

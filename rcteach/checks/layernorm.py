@@ -6,10 +6,10 @@ import math
 
 import torch
 
-from ..layernorm import PAPER_SETTING, PUBLISHED_TABLE, layernorm_runs, table_pattern
-from ..masks import make_mask
+from ..masks import consensus_rate, make_mask
 from ..metrics import decay_rate
-from ..theory import consensus_rate, dropout_front_mu
+from ..theory import dropout_front_mu
+from ..wu_table import PAPER_SETTING, PUBLISHED_TABLE, layernorm_runs, table_pattern
 from .registry import Comparison, off_by, register
 
 TABLE_LAYERS = (32, 64, 96, 128)
@@ -26,12 +26,12 @@ NO_COLLAPSE = {"no collapse: mu / ||X|| stays at 1e-2": lambda p, s: 1e-2,
     source="paper",
     tolerance_note=FLOOR,
     mutants=NO_COLLAPSE,
-    quick=dict(T=32, d=64, depth=32, runs=2),
-    full=dict(T=100, d=768, depth=128, runs=10),
+    quick=dict(T=32, d=64, depth=32, seeds=2),
+    full=dict(T=100, d=768, depth=128, seeds=10),
 )
-def ln_complete_collapses(*, T, d, depth, runs, norm="layernorm", seed=0, device=None) -> Comparison:
-    res = layernorm_runs(T=T, d=d, depth=depth, runs=runs, norm=norm, masks=("complete",), seed=seed, device=device)
-    return Comparison(prediction=0.0, measured=float(res["relative"]["complete"][-1].max()), tolerance=1e-10)
+def ln_complete_collapses(*, T, d, depth, seeds, norm="layernorm", seed=0, device=None) -> Comparison:
+    res = layernorm_runs(T=T, d=d, depth=depth, seeds=seeds, norm=norm, masks=("complete",), seed=seed, device=device)
+    return Comparison(prediction=0.0, measured=float(res["complete"].relative_mu[-1].max()), tolerance=1e-10)
 
 
 @register(
@@ -42,12 +42,12 @@ def ln_complete_collapses(*, T, d, depth, runs, norm="layernorm", seed=0, device
     source="derived",
     tolerance_note=FLOOR,
     mutants=NO_COLLAPSE,
-    quick=dict(T=32, d=64, depth=64, runs=2),
-    full=dict(T=100, d=768, depth=128, runs=10),
+    quick=dict(T=32, d=64, depth=64, seeds=2),
+    full=dict(T=100, d=768, depth=128, seeds=10),
 )
-def ln_causal_collapses(*, T, d, depth, runs, norm="layernorm", seed=0, device=None) -> Comparison:
-    res = layernorm_runs(T=T, d=d, depth=depth, runs=runs, norm=norm, masks=("causal",), seed=seed, device=device)
-    return Comparison(prediction=0.0, measured=float(res["relative"]["causal"][-1].max()), tolerance=1e-10)
+def ln_causal_collapses(*, T, d, depth, seeds, norm="layernorm", seed=0, device=None) -> Comparison:
+    res = layernorm_runs(T=T, d=d, depth=depth, seeds=seeds, norm=norm, masks=("causal",), seed=seed, device=device)
+    return Comparison(prediction=0.0, measured=float(res["causal"].relative_mu[-1].max()), tolerance=1e-10)
 
 
 @register(
@@ -57,7 +57,7 @@ def ln_causal_collapses(*, T, d, depth, runs, norm="layernorm", seed=0, device=N
            "~ pi^2 w (w + 1) / (6 T^2) is diffusive (near consensus every row's logits are equal, so attention is "
            "uniform on the window, and LayerNorm rescales all tokens alike)"),
     source="derived",
-    tolerance_note=("relative 20% on the gap 1 - |lambda_2| (the measured gap is 1 - the mean over runs of the fitted "
+    tolerance_note=("relative 20% on the gap 1 - |lambda_2| (the measured gap is 1 - the mean over networks of the fitted "
                     "per-layer factor from layer `start`).  At d = 64 attention is not yet uniform on the window and "
                     "the fitted gap of one run scatters by ~10% (T = 32, w = 2: +1% and +11% for two runs; at "
                     "d = 256 within 2%).  Relative to the factor itself the tolerance is 0.2%; it resolves ~25% of "
@@ -65,13 +65,13 @@ def ln_causal_collapses(*, T, d, depth, runs, norm="layernorm", seed=0, device=N
     mutants={"w^2 for w (w + 1)": lambda p, s: p * s["window"] / (s["window"] + 1),
              "the causal rate 1/2": lambda p, s: 0.5, "no collapse (gap 0)": lambda p, s: 0 * p,
              "collapse in one layer (gap 1)": lambda p, s: 1.0},
-    quick=dict(T=32, d=64, depth=300, start=100, runs=4, window=2),
-    full=dict(T=32, d=256, depth=400, start=150, runs=4, window=2),
+    quick=dict(T=32, d=64, depth=300, start=100, seeds=4, window=2),
+    full=dict(T=32, d=256, depth=400, start=150, seeds=4, window=2),
 )
-def ln_sliding_rate(*, T, d, depth, start, runs, window, norm="layernorm", seed=0, device=None) -> Comparison:
-    res = layernorm_runs(T=T, d=d, depth=depth, runs=runs, window=window, norm=norm, masks=("sliding",),
+def ln_sliding_rate(*, T, d, depth, start, seeds, window, norm="layernorm", seed=0, device=None) -> Comparison:
+    res = layernorm_runs(T=T, d=d, depth=depth, seeds=seeds, window=window, norm=norm, masks=("sliding",),
                          seed=seed, device=device)
-    rates = decay_rate(res["relative"]["sliding"].cpu(), start, floor=1e-12)  # (runs,)
+    rates = decay_rate(res["sliding"].relative_mu.cpu(), start, floor=1e-12)  # (seeds,)
     prediction = 1.0 - consensus_rate(make_mask("sliding", T, window=window))
     return Comparison(prediction=prediction, measured=1.0 - rates.mean().item(), tolerance=0.2, relative=True)
 
@@ -89,12 +89,12 @@ def ln_sliding_rate(*, T, d, depth, start, runs, window, norm="layernorm", seed=
                     "log10 of the mean over runs at the last layer.  A float64 run misses by 8 orders of magnitude, "
                     "a non-collapsed one by 6"),
     mutants={"the float64 floor, 1e-13": lambda p, s: -13.0, "one order of magnitude higher": lambda p, s: p + 1},
-    quick=dict(d=768, depth=6, runs=2),
-    full=dict(d=768, depth=32, runs=10),
+    quick=dict(d=768, depth=6, seeds=2),
+    full=dict(d=768, depth=32, seeds=10),
 )
-def ln_complete_float32_floor(*, d, depth, runs, seed=0, device=None) -> Comparison:
-    res = layernorm_runs(runs=runs, depth=depth, masks=("complete",), seed=seed, device=device, **_paper_setting(d))
-    measured = math.log10(float(res["complete"][-1].mean()))
+def ln_complete_float32_floor(*, d, depth, seeds, seed=0, device=None) -> Comparison:
+    res = layernorm_runs(seeds=seeds, depth=depth, masks=("complete",), seed=seed, device=device, **_paper_setting(d))
+    measured = math.log10(float(res["complete"].mu[-1].mean()))
     return Comparison(prediction=math.log10(PUBLISHED_TABLE["complete"][32][0]), measured=measured,
                       tolerance=math.log10(3), relative=False)
 
@@ -119,12 +119,12 @@ def _paper_setting(d):
                     "error of 2.7%: 10% is 3.7 standard errors.  The neglected effect (a token behind the front "
                     "zeroed for one layer, probability ~p^2 per layer) biases mu by about 1%; measured over 64 "
                     "seeds at d = 64: -0.9%"),
-    quick=dict(d=64, runs=32, depth=128),
-    full=dict(d=128, runs=64, depth=128),
+    quick=dict(d=64, seeds=32, depth=128),
+    full=dict(d=128, seeds=64, depth=128),
 )
-def ln_causal_dropout_front(*, d, runs, depth, seed=0, device=None) -> Comparison:
+def ln_causal_dropout_front(*, d, seeds, depth, seed=0, device=None) -> Comparison:
     setting = _paper_setting(d)
-    mu = layernorm_runs(runs=runs, depth=depth, masks=("causal",), seed=seed, device=device, **setting)["causal"]
+    mu = layernorm_runs(seeds=seeds, depth=depth, masks=("causal",), seed=seed, device=device, **setting)["causal"].mu
     return Comparison(prediction=_front_mean(depth, setting["dropout"], d), measured=float(mu[32:].mean()),
                       tolerance=0.1, relative=True)
 
@@ -194,16 +194,16 @@ def ln_causal_paper_std(*, dropout) -> Comparison:
            "from layer 32 to the last; sliding not collapsed and decreasing; sliding-causal not collapsed, within "
            "15% of its layer-32 value, and above sliding"),
     source="reconstruction",
-    tolerance_note=("a pass/fail pattern (rcteach.layernorm.table_pattern) on the mean over runs.  'Collapsed': "
+    tolerance_note=("a pass/fail pattern (rcteach.wu_table.table_pattern) on the mean over runs.  'Collapsed': "
                     "relative mu below 1e-5 (the float32 floor is ~1e-7); 'not collapsed': above 1e-2 at every layer "
                     "from 32 (a single zero token already gives 1/sqrt(T) = 0.09).  Measured at d = 64, 4 runs: "
                     "causal rises 1.9-fold (relative mu >= 0.12), sliding falls by 31% (>= 0.2), sliding-causal "
                     "changes by 1% (>= 0.5)"),
     mutants={"the causal column collapses (the authors' reading of Theorem 2)": lambda p, s: (p[0], False, *p[2:]),
              "the complete mask not at the floor": lambda p, s: (False, *p[1:])},
-    quick=dict(d=64, runs=4, depth=128),
-    full=dict(d=768, runs=10, depth=128),
+    quick=dict(d=64, seeds=4, depth=128),
+    full=dict(d=768, seeds=10, depth=128),
 )
-def ln_paper_pattern(*, d, runs, depth, seed=0, device=None) -> Comparison:
-    res = layernorm_runs(runs=runs, depth=depth, seed=seed, device=device, **_paper_setting(d))
+def ln_paper_pattern(*, d, seeds, depth, seed=0, device=None) -> Comparison:
+    res = layernorm_runs(seeds=seeds, depth=depth, seed=seed, device=device, **_paper_setting(d))
     return Comparison(prediction=(True, True, True, True), measured=table_pattern(res))

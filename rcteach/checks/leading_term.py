@@ -13,8 +13,9 @@ import math
 import torch
 
 from .. import theory
-from ..attention import LN2, attention_map, centre, random_attention
+from ..attention import attention_map, centre, random_attention
 from ..logits import leading_term, random_logits
+from ..theory import LN2
 from .registry import Comparison, off_by, register
 
 

@@ -13,8 +13,9 @@ import math
 import torch
 
 from .. import theory
-from ..attention import LN2, random_attention
+from ..attention import random_attention
 from ..metrics import spectral_gap, spectrum
+from ..theory import LN2
 from .registry import Comparison, off_by, register
 from .statistics import disc_radius
 

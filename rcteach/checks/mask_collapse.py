@@ -13,7 +13,7 @@ import torch
 
 from .. import theory
 from ..depth import propagate
-from ..masks import centre_eccentricity, diameter, make_mask
+from ..masks import centre_eccentricity, consensus_rate, diameter, make_mask
 from ..metrics import decay_rate
 from ..tokens import orthonormal_tokens
 from .registry import Comparison, off_by, register
@@ -21,14 +21,10 @@ from .registry import Comparison, off_by, register
 GRAPH_FACT = "exact: a graph property, compared for equality"
 
 
-def _mask(kind, T, window):
-    return make_mask(kind, T, window=window if kind.startswith("sliding") else None)
-
-
 def _run(kind, T, window, depth, *, seeds, seed, beta=0.0, s2=1.0, device=None):
     """mu over ``depth`` pure-attention layers with QK attention (beta = 0: uniform), (depth+1, seeds)."""
     X0 = orthonormal_tokens(T, T, batch=seeds, seed=seed, device=device, dtype=torch.float64)
-    return propagate(X0, depth, attention="qk", s2=s2, beta=beta, mask=_mask(kind, T, window),
+    return propagate(X0, depth, attention="qk", s2=s2, beta=beta, mask=make_mask(kind, T, window=window),
                      values="orthogonal", seed=seed + 1).mu
 
 
@@ -90,7 +86,7 @@ def consensus_rate_causal(*, T, depth, start, seeds, seed=0, device=None) -> Com
 )
 def sliding_rate_diffusive(*, T, window) -> Comparison:
     prediction = 1.0 - theory.sliding_consensus_rate(T, window)
-    measured = 1.0 - theory.consensus_rate(make_mask("sliding", T, window=window))
+    measured = 1.0 - consensus_rate(make_mask("sliding", T, window=window))
     return Comparison(prediction=prediction, measured=measured, tolerance=2 * window / T, relative=True)
 
 
@@ -105,7 +101,7 @@ def sliding_rate_diffusive(*, T, window) -> Comparison:
         "beta=8 fitted from layer 40 most networks are within ~2e-4, but about 1 in 20 is still far from uniform "
         "attention at layer 40 and fits up to 1.2e-3 off (the worst network, used before, failed for some base "
         "seeds); the median of 4 is within 2e-4 over 5 base seeds"),
-    mutants={"the rate of a window one wider": lambda p, s: theory.consensus_rate(make_mask("sliding", s["T"], window=s["window"] + 1)),
+    mutants={"the rate of a window one wider": lambda p, s: consensus_rate(make_mask("sliding", s["T"], window=s["window"] + 1)),
              "the gap 1 - lambda_2 10% off": lambda p, s: 1 - 1.1 * (1 - p)},
     quick=dict(T=32, window=4, beta=8.0, depth=90, start=40, seeds=4),
     full=dict(T=32, window=4, beta=8.0, depth=200, start=80, seeds=16),
@@ -113,7 +109,7 @@ def sliding_rate_diffusive(*, T, window) -> Comparison:
 def qk_late_rate(*, T, window, beta, depth, start, seeds, s2=1.0, seed=0, device=None) -> Comparison:
     mu = _run("sliding", T, window, depth, seeds=seeds, seed=seed, beta=beta, s2=s2, device=device)
     measured = decay_rate(mu.cpu(), start, floor=1e-12)
-    prediction = theory.consensus_rate(make_mask("sliding", T, window=window))
+    prediction = consensus_rate(make_mask("sliding", T, window=window))
     return Comparison(prediction=prediction, measured=measured.median().item(), tolerance=5e-4)
 
 

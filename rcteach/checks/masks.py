@@ -25,7 +25,7 @@ def mask_connectivity(*, T, window) -> Comparison:
     kinds = ("complete", "causal", "sliding", "sliding-causal")
     measured = tuple(
         (is_strongly_connected(m), is_quasi_strongly_connected(m))
-        for m in (make_mask(k, T, window=window if k.startswith("sliding") else None) for k in kinds)
+        for m in (make_mask(k, T, window=window) for k in kinds)
     )
     prediction = ((True, True), (False, True), (True, True), (False, True))
     return Comparison(prediction=prediction, measured=measured)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import torch
 
 from .. import theory
-from ..attention import LN2, centre, random_attention
+from ..attention import centre, random_attention
 from ..metrics import spectral_gap, spectrum, spectrum_distance
+from ..theory import LN2
 from .registry import Comparison, off_by, register
 from .statistics import disc_radius
 

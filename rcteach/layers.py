@@ -1,0 +1,166 @@
+"""One attention layer at initialisation: its settings, its random weights, its forward map.
+
+Introduced in chapter "Rank collapse in depth" (book/05_depth.md).
+
+:func:`rcteach.propagate` stacks these layers. One layer, in this order (tokens are rows of X
+(*batch, T, d), attention acts from the left)::
+
+    A  = attention(X)                              # (*batch, T, T): "iid" or "qk", see LayerConfig
+    A  = A * keep / (1 - p)   (dropout=p > 0)      # attention dropout, keep ~ Bernoulli(1 - p)
+    Y  = A X W_V                                   # (*batch, T, d), see ``values``
+    X' = Y            (skip=None)
+       = X + skip * Y (skip a float)
+    X' = normalise(X') (norm=None | "rms" | "layernorm"), token by token
+
+Randomness (:func:`draw_weights`, then :func:`draw_keep`): first the attention's (logits, or W_Q then
+W_K), then W_V, then (dropout > 0) the dropout mask, each with its own draw per batch element, so a
+leading batch dimension of X is a batch of independent networks.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass, replace
+
+import torch
+
+from . import _validate
+from .attention import ATTENTIONS, _attention_map
+from .device import make_generator
+from .logits import _qk_logits, qk_weights
+from .masks import check_mask
+from .norms import NORMS, normalise
+from .theory import LN2
+from .tokens import orthonormal_tokens
+
+__all__ = ["VALUES", "LayerConfig", "LayerWeights", "draw_weights", "draw_keep", "layer"]
+
+VALUES = ("gaussian", "orthogonal", "identity")
+
+
+@dataclass(frozen=True, eq=False)
+class LayerConfig:
+    """The settings of one attention layer (see the module doc), validated when made.
+
+    ``skip`` accepts True (a = 1) and False (no skip, stored as None).  ``value_var`` is the variance
+    of one entry of W_V; the explorers' slider ``value_scale`` is value_var * d, the per-layer growth
+    factor of E||X||_F^2 (E||Y W_V||_F^2 = value_var d ||Y||_F^2), so value_var = 1/d keeps the norm.
+    """
+
+    attention: str = "iid"  # "iid": logits beta g, g_ij ~ N(0, s2) i.i.d. of X; "qk": beta (X W_Q)(X W_K)^T / sqrt(d_qk)
+    s2: float = LN2  # logit variance ("qk": W_Q, W_K entries N(0, sqrt(s2)), rcteach.logits.qk_weights)
+    beta: float = 1.0  # inverse temperature, multiplies the logits; 0 gives uniform attention over the mask
+    mask: torch.Tensor | None = None  # bool (T, T) or (*batch, T, T): mask[i, j] iff token i may attend to j
+    centred: bool = False  # use A minus its row means over the mask (A_perp = A - 11^T/T unmasked)
+    dropout: float = 0.0  # attention dropout p in [0, 1): entries zeroed w.p. p, the rest divided by 1 - p
+    norm: str | None = None  # token-wise post-normalisation after the skip: None, "rms" (unit norm), "layernorm"
+    skip: float | None = None  # None: X' = A X W_V;  a: X' = X + a A X W_V
+    values: str = "gaussian"  # W_V: "gaussian" N(0, value_var) entries, "orthogonal" (Haar), "identity" (no W_V)
+    value_var: float = 1.0  # per-entry variance of Gaussian W_V (value_scale = value_var * d)
+    d_qk: int | None = None  # query/key width of the drawn W_Q, W_K ("qk" only; default: d)
+
+    def __post_init__(self):
+        field = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731 (frozen)
+        field("attention", _validate.choice("attention", self.attention, ATTENTIONS))
+        field("s2", _validate.real("s2", self.s2, minimum=0.0))
+        field("beta", _validate.real("beta", self.beta))
+        if self.mask is not None:
+            check_mask(self.mask)
+        field("centred", _validate.flag("centred", self.centred))
+        field("dropout", _validate.real("dropout", self.dropout, minimum=0.0, below=1.0))
+        field("norm", _validate.choice("norm", self.norm, NORMS))
+        if isinstance(self.skip, bool):
+            field("skip", 1.0 if self.skip else None)
+        elif isinstance(self.skip, numbers.Real):
+            field("skip", _validate.real("skip", self.skip))
+        elif self.skip is not None:
+            raise TypeError(f"skip must be a bool or a real number, got {type(self.skip).__name__}")
+        field("values", _validate.choice("values", self.values, VALUES))
+        field("value_var", _validate.real("value_var", self.value_var, positive=True))
+        if self.d_qk is not None:
+            if self.attention != "qk":
+                raise ValueError("d_qk applies only to attention='qk'")
+            field("d_qk", _validate.integer("d_qk", self.d_qk, minimum=1))
+
+
+@dataclass(frozen=True)
+class LayerWeights:
+    """One layer's weights; a field is None where the layer has no such weight."""
+
+    logits: torch.Tensor | None = None  # (*batch, T, T), i.i.d. N(0, s2), before beta ("iid")
+    W_Q: torch.Tensor | None = None  # (d, d_qk) or (*batch, d, d_qk) ("qk")
+    W_K: torch.Tensor | None = None  # (d, d_qk) or (*batch, d, d_qk) ("qk")
+    W_V: torch.Tensor | None = None  # (d, d) or (*batch, d, d) (values "gaussian", "orthogonal")
+    keep: torch.Tensor | None = None  # (*batch, T, T) bool, the dropout keep mask (dropout > 0)
+
+
+def draw_weights(config: LayerConfig, X, generator, *, given: LayerWeights = LayerWeights()) -> LayerWeights:
+    """Draw the weights of one layer on tokens like X (*batch, T, d), except those ``given``.
+
+    Order: logits ("iid") or W_Q then W_K ("qk"), then W_V; no dropout mask (:func:`draw_keep`).
+    Only X's shape, device and dtype are used.
+    """
+    *b, T, d = X.shape
+    kw = dict(generator=generator, device=X.device, dtype=X.dtype)
+    logits, W_Q, W_K, W_V = given.logits, given.W_Q, given.W_K, given.W_V
+    if config.attention == "iid":
+        if logits is None:
+            logits = math.sqrt(config.s2) * torch.randn(*b, T, T, **kw)
+    elif W_Q is None:
+        W_Q, W_K = qk_weights(d, config.d_qk or d, config.s2, batch=b, **kw)
+    if W_V is None and config.values == "gaussian":
+        W_V = math.sqrt(config.value_var) * torch.randn(*b, d, d, **kw)
+    elif W_V is None and config.values == "orthogonal":
+        W_V = orthonormal_tokens(d, d, batch=b, **kw)
+    return LayerWeights(logits, W_Q, W_K, W_V, given.keep)
+
+
+def draw_keep(config: LayerConfig, X, generator, weights: LayerWeights) -> LayerWeights:
+    """``weights`` with a fresh dropout keep mask (*batch, T, T) ~ Bernoulli(1 - p); unchanged when p = 0."""
+    if config.dropout == 0.0:
+        return weights
+    *b, T, _ = X.shape
+    u = torch.rand(*b, T, T, generator=generator, device=X.device, dtype=X.dtype)
+    return replace(weights, keep=u >= config.dropout)
+
+
+def layer(X, config: LayerConfig, *, weights: LayerWeights | None = None, generator=None) -> torch.Tensor:
+    """One attention layer X (*batch, T, d) -> X' (same shape), as in the module doc.
+
+    Weights not in ``weights`` (all, by default) are drawn from ``generator`` (a fresh
+    non-deterministic one when None) in the order of :func:`draw_weights` and :func:`draw_keep`, so
+    that ``layer(X0, config, generator=g)`` equals the first layer of ``propagate(X0, 1, ...)`` with a
+    generator in the same state.  The mask moves to X's device.
+    """
+    X = _validate.matrix("X", X, min_rows=2)
+    if not isinstance(config, LayerConfig):
+        raise TypeError(f"config must be a rcteach.LayerConfig, got {type(config).__name__}")
+    if config.mask is not None:
+        config = replace(config, mask=check_mask(config.mask, X.shape[-2]).to(X.device))
+    if weights is None:
+        weights = LayerWeights()
+    elif not isinstance(weights, LayerWeights):
+        raise TypeError(f"weights must be a rcteach.layers.LayerWeights, got {type(weights).__name__}")
+    gen = make_generator(None, generator, X.device)
+    weights = draw_weights(config, X, gen, given=weights)
+    if weights.keep is None:
+        weights = draw_keep(config, X, gen, weights)
+    return forward(X, config, weights)
+
+
+def forward(X, config: LayerConfig, w: LayerWeights) -> torch.Tensor:
+    """The layer map with all its weights ``w`` drawn, on validated input (no checks: see :func:`layer`)."""
+    if config.attention == "iid":
+        logits = config.beta * w.logits
+    else:
+        logits = _qk_logits(X, w.W_Q, w.W_K, config.beta)
+    A = _attention_map(logits, config.mask, centred=config.centred)  # (*batch, T, T)
+    if w.keep is not None:
+        A = A * w.keep / (1.0 - config.dropout)
+    Y = A @ X  # (*batch, T, d)
+    if w.W_V is not None:
+        Y = Y @ w.W_V
+    if config.skip is not None:
+        Y = X + config.skip * Y
+    return normalise(Y, config.norm)

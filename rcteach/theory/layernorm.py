@@ -1,0 +1,66 @@
+"""LayerNorm with attention dropout: the zero front of causal attention.
+
+Introduced in chapter "LayerNorm" (book/10_layernorm.md).
+"""
+
+from __future__ import annotations
+
+import math
+
+from .. import _validate
+
+__all__ = ["dropout_front", "dropout_front_mu"]
+
+
+def dropout_front(T, depth, p) -> list[list[float]]:
+    """Distribution of the zero front k_t of causal attention with dropout p and normalisation.
+
+    Setting (chapter "LayerNorm"): causal mask, attention dropout p (entries zeroed with probability
+    p, fresh per layer), token-wise normalisation that keeps a zero token at zero.  Token 1 attends
+    only to itself, so it becomes zero when its one entry is dropped, and stays zero.  Once tokens
+    1..k are zero, token k + m (m >= 1) is zero after a layer iff its m entries on the non-zero
+    tokens k + 1..k + m are all dropped (probability p^m; the zero tokens contribute nothing), and
+    the rows are independent, so the front advances by at least m with probability
+    P(J >= m) = p^(1 + 2 + ... + m) = p^(m (m + 1) / 2),  m <= T - k.
+    Returns P(k_t = k) for t = 0..depth (rows) and k = 0..T (columns), k_0 = 0.  To first order k_t
+    is Binomial(t, p).
+    """
+    T = _validate.integer("T", T, minimum=2)
+    depth = _validate.integer("depth", depth, minimum=0)
+    p = _validate.real("p", p, minimum=0.0, below=1.0)
+    at_least = [1.0] + [p ** (m * (m + 1) // 2) for m in range(1, T + 1)]  # P(J >= m)
+    dist = [1.0] + [0.0] * T
+    out = [dist]
+    for _ in range(depth):
+        new = [0.0] * (T + 1)
+        for k, prob in enumerate(dist):
+            if prob == 0.0:
+                continue
+            for m in range(T - k + 1):  # P(J = m), the last value takes the rest
+                jump = at_least[m] - (at_least[m + 1] if m < T - k else 0.0)
+                new[k + m] += prob * jump
+        dist = new
+        out.append(dist)
+    return out
+
+
+def dropout_front_mu(T, depth, p, *, token_norm_sq=1.0) -> tuple[list[float], list[float]]:
+    """Mean and standard deviation of mu(X_t), t = 0..depth, for the zero front of :func:`dropout_front`.
+
+    Once the non-zero tokens have reached consensus (near-uniform causal attention contracts their
+    spread by about 1/2 per layer, see :func:`causal_consensus_rate`), X_t has k zero rows and T - k
+    equal rows of squared norm r^2 (``token_norm_sq``: d for LayerNorm, 1 for RMS normalisation), so
+    mu^2 = r^2 k (T - k) / T.  Averaged over k_t; valid after the consensus transient (at t = 0 it
+    gives 0, not mu(X_0)).  Neglected: a token behind the front zeroed for a single layer
+    (probability O(p^2) per layer).
+    """
+    r2 = _validate.real("token_norm_sq", token_norm_sq, positive=True)
+    dists = dropout_front(T, depth, p)
+    mu = [math.sqrt(r2 * k * (T - k) / T) for k in range(T + 1)]  # mu given k zero tokens
+    means, stds = [], []
+    for dist in dists:
+        mean = sum(q * m for q, m in zip(dist, mu))
+        var = sum(q * m * m for q, m in zip(dist, mu)) - mean**2
+        means.append(mean)
+        stds.append(math.sqrt(max(var, 0.0)))
+    return means, stds

@@ -1,0 +1,58 @@
+"""Masks: consensus rates of uniform attention in closed form, and window hops.
+
+Introduced in chapter "Collapse under masks" (book/09_mask_collapse.md).
+
+The exact rate of any mask is the numerical :func:`rcteach.masks.consensus_rate`.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .. import _validate
+
+__all__ = ["causal_consensus_rate", "sliding_consensus_rate", "window_hops"]
+
+
+def causal_consensus_rate(window=None) -> float:
+    """|lambda_2| = 1/2 for uniform attention on a causal or sliding-causal mask (any T >= 2).
+
+    The row-normalised mask is lower triangular with diagonal 1/n_i, n_i = min(i, w) + 1 the
+    number of tokens row i attends to, so its eigenvalues are 1, 1/2, 1/3, ..., 1/(w + 1)
+    (1/(w + 1) repeated).  The second largest is 1/2, from token 1 averaging tokens 0 and 1.
+    ``window=None`` is the causal mask; ``window=0`` (each token attends only to itself) gives 1:
+    no mixing at all.  For sliding-causal masks the eigenvalue 1/(w + 1) is defective (a Jordan
+    block of size ~T - w), so the asymptotic rate 1/2 appears only after a delay that grows with
+    (T - 1)/w.
+    """
+    if window is None:
+        return 0.5
+    window = _validate.integer("window", window, minimum=0)
+    return 1.0 if window == 0 else 0.5
+
+
+def sliding_consensus_rate(T, window) -> float:
+    """|lambda_2| of uniform attention on a bidirectional sliding window, leading order in w/T.
+
+    lambda_2 ~ 1 - pi^2 w (w + 1) / (6 T^2)   for 1 <= w << T.
+
+    Derivation: an interior row averages its 2w + 1 neighbours, so on a slowly varying mode
+    cos(theta (i + 1/2)) it acts as the Dirichlet kernel
+    D_w(theta) = (1/(2w+1)) sum_{k=-w}^{w} cos(k theta) = 1 - theta^2 w (w + 1) / 6 + O(theta^4 w^4);
+    the reflecting ends select theta = pi / T.  The rows within w of the ends have fewer
+    neighbours, which changes the gap 1 - lambda_2 by a relative O(w / T).  Equivalently the walk
+    has step variance w (w + 1) / 3 and the gap is that of diffusion on [0, T]:
+    (step variance / 2) (pi / T)^2.  In units of the mask's diameter r = ceil((T - 1)/w) the gap
+    is ~ pi^2 (w + 1) / (6 w r^2): it shrinks like 1 / r^2.
+    """
+    T = _validate.integer("T", T, minimum=2)
+    window = _validate.integer("window", window, minimum=1)
+    return 1.0 - math.pi**2 * window * (window + 1) / (6.0 * T**2)
+
+
+def window_hops(T, window) -> int:
+    """ceil((T - 1) / w): the diameter of the sliding mask and the centre eccentricity of the
+    sliding-causal mask of window w on T tokens (each hop moves at most w positions)."""
+    T = _validate.integer("T", T, minimum=2)
+    window = _validate.integer("window", window, minimum=1)
+    return math.ceil((T - 1) / window)

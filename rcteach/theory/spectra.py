@@ -1,0 +1,175 @@
+"""Spectra of softmax attention with i.i.d. logits: entries, norms, the outlier and the bulk.
+
+Introduced in chapters "Softmax attention at initialisation: the leading 1/T term" (book/01_leading_term.md), "The spectral gap" (book/02_spectral_gap.md), "Centred attention" (book/03_centred_attention.md) and "Real transformers at initialisation" (book/12_real_transformers.md).
+"""
+
+from __future__ import annotations
+
+import math
+
+from .. import _validate
+
+__all__ = ["LN2", "c", "entry_sd", "frobenius_sq", "top_singular_value", "top_singular_value_next_order", "bulk_radius", "frobenius_sq_next_order", "leading_term_residual", "eigenvalue_median_modulus", "QUARTER_CIRCLE_MEDIAN", "singular_value_edge", "singular_value_median", "logit_variance", "model_bulk_logit_variance", "differential_outlier", "differential_bulk_radius"]
+
+
+LN2 = math.log(2.0)  # the logit variance of the Mind-the-Gap code: e^g then has variance 1 (c = 1)
+
+
+def c(s2) -> float:
+    """c = e^{s2} - 1 = Var(e^g) / (E e^g)^2 for g ~ N(m, s2)."""
+    return math.expm1(_validate.real("s2", s2, minimum=0.0))
+
+
+def entry_sd(T, s2) -> float:
+    """Standard deviation of an entry of softmax attention: sd(A_ij) ~ sqrt(c) / T."""
+    T = _validate.integer("T", T, minimum=2)
+    return math.sqrt(c(s2)) / T
+
+
+def frobenius_sq(s2, *, centred=False) -> float:
+    """||A||_F^2 ~ 1 + c; for centred attention ||A_perp||_F^2 ~ c (leading order, any T)."""
+    return c(s2) + (0.0 if centred else 1.0)
+
+
+def top_singular_value(T, s2) -> float:
+    """Largest singular value of softmax attention: sigma_1(A) ~ 1 + c / (2T)."""
+    T = _validate.integer("T", T, minimum=2)
+    return 1.0 + c(s2) / (2 * T)
+
+
+def bulk_radius(T, s2) -> float:
+    """Radius of the disc filled by the non-outlier eigenvalues of A (and of A_perp): sqrt(c/T)."""
+    T = _validate.integer("T", T, minimum=2)
+    return math.sqrt(c(s2) / T)
+
+
+def frobenius_sq_next_order(T, s2, *, centred=False) -> float:
+    """||A||_F^2 to next order in 1/T: (1 + c)(1 - c(1 + 2c)/T); centred: that minus 1.
+
+    Delta method on one row, w_j = e^{g_j} / E e^g with E w^k = (1 + c)^{k(k-1)/2}: T * E[sum w^2 /
+    (sum w)^2] = (1 + c)(1 - c(1 + 2c)/T) + O(1/T^2).  Derived; accurate while c(1 + 2c)/T << 1
+    (heavy tails make the O(1/T^2) term large at s2 >~ 1.5 and T in the hundreds).  The exact
+    identity ||A||_F^2 = 1 + ||A_perp||_F^2 gives the centred value.
+    """
+    T = _validate.integer("T", T, minimum=2)
+    cc = c(s2)
+    full = (1.0 + cc) * (1.0 - cc * (1.0 + 2.0 * cc) / T)
+    return full - 1.0 if centred else full
+
+
+def leading_term_residual(T, s2) -> float:
+    """Relative size of what the 1/T expansion leaves out: ||A - U - ZP/T||_F / ||ZP/T||_F ~ sqrt(c/T).
+
+    With delta_i = mean_k Z_ik, A_ij = (1 + Z_ij) / (T (1 + delta_i)) = [1 + Z_ij - delta_i
+    + delta_i (delta_i - Z_ij) + ...] / T: the remainder has squared Frobenius norm ~ T^2 (c/T) c / T^2
+    = c^2/T, the first-order term ~ c.  Derived; see :func:`rcteach.logits.leading_term`.
+    """
+    return bulk_radius(T, s2)
+
+
+def eigenvalue_median_modulus(T, s2) -> float:
+    """Median modulus of the bulk eigenvalues of A: sqrt(c/(2T)).
+
+    The bulk fills the disc of radius R = sqrt(c/T) uniformly, so P(|lambda| <= rho) = rho^2/R^2
+    and the median modulus is R / sqrt(2).
+    """
+    return bulk_radius(T, s2) / math.sqrt(2.0)
+
+
+def _quarter_circle_cdf(x: float) -> float:
+    """CDF of the quarter-circle law, density sqrt(4 - x^2)/pi on [0, 2]."""
+    return (x * math.sqrt(4.0 - x * x) / 2.0 + 2.0 * math.asin(x / 2.0)) / math.pi
+
+
+def _quarter_circle_median() -> float:
+    lo, hi = 0.0, 2.0
+    for _ in range(80):  # bisection to float64 resolution
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _quarter_circle_cdf(mid) < 0.5 else (lo, mid)
+    return (lo + hi) / 2
+
+
+QUARTER_CIRCLE_MEDIAN = _quarter_circle_median()  # ~0.80795: median of the quarter-circle law on [0, 2]
+
+
+def singular_value_edge(T, s2) -> float:
+    """Upper edge of the singular values of A_perp: 2 sqrt(c/T).
+
+    sqrt(T) A_perp behaves like a centred i.i.d. matrix of entry variance c, whose singular values
+    follow the quarter-circle law on [0, 2 sqrt(c)].  Caveat: e^g is heavy-tailed, and at s2 >= 1
+    the largest singular value sits well above this edge at any practical T; test medians instead.
+    """
+    return 2.0 * bulk_radius(T, s2)
+
+
+def singular_value_median(T, s2) -> float:
+    """Median singular value of A_perp (its exact zero excluded): QUARTER_CIRCLE_MEDIAN * sqrt(c/T)."""
+    return QUARTER_CIRCLE_MEDIAN * bulk_radius(T, s2)
+
+
+def logit_variance(sigma_q, sigma_k, token_norm_sq, *, beta=1.0) -> float:
+    """Variance of query-key logits beta q.k / sqrt(d_qk) at initialisation.
+
+    For orthogonal tokens of squared norm r^2 and W_Q, W_K with i.i.d. N(0, sigma_q^2),
+    N(0, sigma_k^2) entries: s2 = beta^2 sigma_q^2 sigma_k^2 r^4, whatever d_qk is.
+    """
+    sigma_q = _validate.real("sigma_q", sigma_q, minimum=0.0)
+    sigma_k = _validate.real("sigma_k", sigma_k, minimum=0.0)
+    r2 = _validate.real("token_norm_sq", token_norm_sq, minimum=0.0)
+    beta = _validate.real("beta", beta)
+    return beta**2 * sigma_q**2 * sigma_k**2 * r2**2
+
+
+def model_bulk_logit_variance(d, T, *, std=0.02, shared_fraction=1.0 / 3.0) -> float:
+    """Effective s2 of the attention bulk in layer 1 of a LayerNorm-ed model at initialisation.
+
+    Tokens after LayerNorm have r^2 = d; a fraction rho = ``shared_fraction`` of their squared
+    norm is common to all tokens (BERT/RoBERTa add the same token-type embedding to every token:
+    rho = 1/3 for three embeddings of equal std; GPT-2 with distinct tokens: rho = 0), the rest u_i
+    is Gaussian, so that u u^T has second moment (1 + gamma) times that of orthonormal rows,
+    gamma = T/d.  The common part only adds rank-one terms that leave the bulk unchanged, so the
+    bulk sees  s2 = std^4 d^2 (1 - rho)^2 (1 + gamma)  (chapter "Real transformers at
+    initialisation"; a derived leading-order estimate).  Use with :func:`bulk_radius`.
+    """
+    d = _validate.integer("d", d, minimum=1)
+    T = _validate.integer("T", T, minimum=2)
+    std = _validate.real("std", std, positive=True)
+    rho = _validate.real("shared_fraction", shared_fraction, minimum=0.0)
+    if rho > 1:
+        raise ValueError(f"shared_fraction must lie in [0, 1], got {rho}")
+    return logit_variance(std, std, d) * (1 - rho) ** 2 * (1 + T / d)
+
+
+def differential_outlier(lam) -> float:
+    """Outlier of differential attention D = A1 - lam A2 (A1, A2 row-stochastic): 1 - lam, exactly.
+
+    D 1 = (1 - lam) 1, so 1 - lam is an eigenvalue with eigenvector 1.
+    """
+    return 1.0 - _validate.real("lam", lam)
+
+
+def differential_bulk_radius(T, s2, lam) -> float:
+    """Bulk radius of D = A1 - lam A2 for independent i.i.d.-logit softmax maps: sqrt((1 + lam^2) c / T).
+
+    In the basis (1, ...) D = [[1 - lam, b^T], [0, B1 - lam B2]]; to leading order the entries of
+    B1 - lam B2 are independent with variance (1 + lam^2) c / T^2, so by the circular law its
+    eigenvalues fill the disc of radius sqrt((1 + lam^2) c / T).  Derived.
+    """
+    lam = _validate.real("lam", lam)
+    return math.sqrt(1.0 + lam**2) * bulk_radius(T, s2)
+
+
+def top_singular_value_next_order(T, s2) -> float:
+    """sigma_1(A) of softmax attention to next order: sqrt(1 + (c/T)(1 - (1 + c)(1 + 2c)/T)).
+
+    With u = 1/sqrt(T), A u = u exactly (rows sum to 1), so <u, A^T A u> = 1 and second-order
+    perturbation of the top eigenvalue of A^T A gives sigma_1^2 = 1 + ||(I - u u^T) A^T u||^2 (1 + O(c/T)),
+    where ||(I - u u^T) A^T u||^2 = sum_j (colsum_j - 1)^2 / T has mean T Var(A_ij) = entry_sd^2 T,
+    i.e. (c/T)(1 - (1 + c)(1 + 2c)/T) (the next-order entry variance, as in
+    :func:`frobenius_sq_next_order`).  The leading term gives :func:`top_singular_value`; the
+    neglected O(c/T) relative factor (the bulk of A^T A in the denominator) is ~0.4% at T = 256,
+    s2 = ln 2.  Derived.
+    """
+    T = _validate.integer("T", T, minimum=2)
+    cc = c(s2)
+    return math.sqrt(1.0 + cc / T * (1.0 - (1.0 + cc) * (1.0 + 2.0 * cc) / T))

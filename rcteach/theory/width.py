@@ -1,0 +1,77 @@
+"""Rank collapse in width: the stable rank of one layer's output A X0 W_V.
+
+Introduced in chapter "Rank collapse in width" (book/04_width.md).
+"""
+
+from __future__ import annotations
+
+import math
+
+from .. import _validate
+from .spectra import c
+
+__all__ = ["width_stable_rank", "width_stable_rank_bias", "width_stable_rank_gram", "centred_width_slope", "centred_width_slope_gram"]
+
+
+def width_stable_rank(s2) -> float:
+    """Limit of the (Frobenius) stable rank of A X0 W_V as T grows: 1 + c.
+
+    A X0 W = 1 (1^T X0 W / T) + A_perp X0 W: a rank-one spike of squared norm ~ sigma^2 d over
+    a remainder of squared Frobenius norm ~ sigma^2 d c spread over ~T directions.
+    """
+    return 1.0 + c(s2)
+
+
+def width_stable_rank_bias(T, gamma, s2) -> float:
+    """Leading finite-T correction to sr(A X0 W) (Frobenius): -c (2 (1 + c)^2 + gamma (c - 1)) / T.
+
+    E sr(A X0 W) ~ 1 + c + width_stable_rank_bias(T, gamma, s2).  Three 1/T effects, derived by
+    the delta method (heuristic; heavy tails of e^g make the O(1/T^2) terms sizeable for c >~ 1):
+    ||A_perp||_F^2 ~ c - c(1 + c)(1 + 2c)/T (:func:`frobenius_sq_next_order`); the spike
+    T ||ybar||^2 ~ sigma^2 chi^2_d gives E[d / chi^2_d] ~ 1 + 2/d, i.e. + 2 gamma c / T; and the
+    top squared singular value exceeds the spike by the fraction c (1 + gamma) / T, i.e.
+    - (1 + c) c (1 + gamma) / T.
+    """
+    T = _validate.integer("T", T, minimum=2)
+    gamma = _validate.real("gamma", gamma, positive=True)
+    cc = c(s2)
+    return -cc * (2.0 * (1.0 + cc) ** 2 + gamma * (cc - 1.0)) / T
+
+
+def width_stable_rank_gram(T, gamma, s2) -> float:
+    """Gram stable rank of A X0 W (sum s_i^4 / s_1^4) at leading order: 1 + c^2 (2 + gamma) / T.
+
+    The spike contributes s_1^4 ~ (sigma^2 d)^2; the other T - 1 squared singular values are
+    sigma^2 d c / T times a law of mean 1 and second moment 2 + gamma (the free product of two
+    Marchenko-Pastur laws, see :func:`centred_width_slope_gram`), so they add
+    T (sigma^2 d c / T)^2 (2 + gamma).  Tends to 1: in the Gram definition the collapse is complete.
+    Derived.
+    """
+    T = _validate.integer("T", T, minimum=2)
+    gamma = _validate.real("gamma", gamma, minimum=0.0)
+    return 1.0 + c(s2) ** 2 * (2.0 + gamma) / T
+
+
+def centred_width_slope(gamma) -> float:
+    """Slope of sr(A_perp X0 W_V) in T: sr / T -> max_{z>0} z / ((1+z)^2 (1+gamma z)).
+
+    Frobenius stable rank.  The squared singular values of A_perp X0 W follow the free
+    multiplicative convolution of two Marchenko-Pastur laws (ratios 1 and gamma = T/d), with
+    S-transform 1/((1+z)(1+gamma z)); sr/T is the mean over the upper edge of that law.  The
+    maximiser solves 1 - z - 2 gamma z^2 = 0: z* = (sqrt(1 + 8 gamma) - 1) / (4 gamma), z* = 1
+    at gamma = 0 (where the slope is 1/4, the Marchenko-Pastur edge 4).
+    """
+    gamma = _validate.real("gamma", gamma, minimum=0.0)
+    z = 1.0 if gamma == 0 else (math.sqrt(1 + 8 * gamma) - 1) / (4 * gamma)
+    return z / ((1 + z) ** 2 * (1 + gamma * z))
+
+
+def centred_width_slope_gram(gamma) -> float:
+    """Slope in T of the Gram stable rank sr((A_perp X0 W)(A_perp X0 W)^T) = sum s_i^4 / s_1^4.
+
+    sr_gram / T -> m2 / edge^2 = (2 + gamma) * centred_width_slope(gamma)^2: the free product of
+    two Marchenko-Pastur laws of mean 1 (ratios 1 and gamma) has second moment
+    m2 = 2 + (1 + gamma) - 1 = 2 + gamma, and 1/edge is the Frobenius slope.  Derived.
+    """
+    gamma = _validate.real("gamma", gamma, minimum=0.0)
+    return (2.0 + gamma) * centred_width_slope(gamma) ** 2
