@@ -39,6 +39,18 @@ def toc_files() -> list[str]:
 KERNEL_PORT_RACE = ("Address already in use", "Kernel died before replying to kernel_info")
 
 
+def test_chapters_are_labelled_linked_and_checked_in_one_call():
+    """Every page has a ``(label)=`` above its title; "previous/next chapter" is always a link; checks
+    run through ``rcteach.check`` (no assert-only cells, no reach-ins to the HTML formatter)."""
+    bare = re.compile(r"(?<!\{ref\}`)(?<!\{ref\}`The )\b(previous|next) chapter\b", re.IGNORECASE)
+    for name in toc_files():
+        text = (ROOT / f"{name}.md").read_text(encoding="utf-8")
+        assert re.search(r"^\([a-z0-9-]+\)=\n# ", text, re.M), f"{name}: no label above the title"
+        assert not bare.search(text), f"{name}: an unlinked {bare.search(text).group(0)!r}"
+        for old in ("run_check(", "results_html(", "assert result.passed"):
+            assert old not in text, f"{name}: {old} (use rcteach.check)"
+
+
 @pytest.fixture(scope="module")
 def built_book(tmp_path_factory):
     """Vendor the front-end files (``make vendor``), build the book once; the build's result."""

@@ -7,8 +7,8 @@ import torch
 from .. import theory
 from ..attention import centre
 from ..metrics import spectral_gap, spectrum
-from ..variants import random_differential_attention
 from ..theory import LN2
+from ..variants import random_differential_attention
 from .registry import Comparison, off_by, register
 from .statistics import disc_radius
 

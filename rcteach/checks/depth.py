@@ -7,8 +7,8 @@ import torch
 
 from .. import theory
 from ..depth import propagate, weight_gradients
-from ..tokens import orthonormal_tokens
 from ..theory import LN2
+from ..tokens import orthonormal_tokens
 from .registry import Comparison, off_by, register
 
 

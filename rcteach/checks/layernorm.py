@@ -6,10 +6,10 @@ import math
 
 import torch
 
+from ..wu_table import PAPER_SETTING, PUBLISHED_TABLE, layernorm_runs, table_pattern
 from ..masks import consensus_rate, make_mask
 from ..metrics import decay_rate
 from ..theory import dropout_front_mu
-from ..wu_table import PAPER_SETTING, PUBLISHED_TABLE, layernorm_runs, table_pattern
 from .registry import Comparison, off_by, register
 
 TABLE_LAYERS = (32, 64, 96, 128)

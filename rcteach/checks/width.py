@@ -7,8 +7,8 @@ standard errors of the statistic (mean, or median for the centred checks) over t
 from __future__ import annotations
 
 from .. import theory
-from ..width import width_stable_ranks
 from ..theory import LN2
+from ..width import width_stable_ranks
 from .registry import Comparison, off_by, register
 from .statistics import mean_se as _mean_se
 from .statistics import median_se as _median_se
