@@ -203,3 +203,15 @@ def test_dropout_front_mu():
 def test_dropout_front_errors(args, kwargs, error, match):
     with pytest.raises(error, match=match):
         theory.dropout_front_mu(*args, **kwargs)
+
+
+def test_top_singular_value_next_order():
+    T, s2 = 256, LN2  # c = 1: sigma_1^2 = 1 + (1/T)(1 - 6/T)
+    assert theory.top_singular_value_next_order(T, s2) == pytest.approx(math.sqrt(1 + (1 - 6 / T) / T), rel=1e-14)
+    # the leading order is recovered for large T, with a relative deficit (1+c)(1+2c)/T of the excess
+    big = 10**6
+    excess = theory.top_singular_value_next_order(big, s2) - 1
+    assert excess == pytest.approx(theory.top_singular_value(big, s2) - 1, rel=1e-5)
+    assert theory.top_singular_value_next_order(T, 0.0) == 1.0
+    with pytest.raises(ValueError, match="T"):
+        theory.top_singular_value_next_order(1, s2)

@@ -26,8 +26,9 @@ from .registry import Comparison, off_by, register
     source="derived",
     tolerance_note=("relative 3%: the median modulus sits below the prediction by a finite-T deficit that "
                     "shrinks like 1/T (4.3%, 2.4%, 1.5% at T = 128, 256, 512, s2 = ln 2, 16 seeds); quick mode runs "
-                    "T = 512, where the 4-seed mean spreads by ~0.4%"),
-    mutants={**off_by(0.05), "the radius sqrt(c/T) taken for the median": lambda p, s: p * 2 ** 0.5},
+                    "T = 512.  Over 4 base seeds the 4-seed mean sat 0.9-2.8% below the prediction, so the check "
+                    "resolves 4-6%"),
+    mutants={**off_by(0.06), "the radius sqrt(c/T) taken for the median": lambda p, s: p * 2 ** 0.5},
     quick=dict(T=512, seeds=4),
     full=dict(T=1024, seeds=8),
 )
@@ -108,14 +109,14 @@ def qk_logit_variance(*, T, d, d_qk, seeds, s2=LN2, seed=6, device=None) -> Comp
     claim="query-key attention on orthogonal tokens (d_qk >> T) has bulk radius sqrt(c/T), c = e^{s2} - 1, as in the i.i.d. model",
     source="derived",
     tolerance_note=("relative 8%, as the largest bulk modulus of bulk-radius had: finite-T edge excess of 2-5% plus the "
-                    "seed spread, so it resolves ~10%, not 5% (an exception).  The disc statistic of bulk-radius does "
+                    "seed spread, so it resolves 9-13% (over 4 base seeds), not 5% (an exception).  The disc statistic of bulk-radius does "
                     "not apply here: the query-key bulk is not a uniform disc at finite d_qk (sqrt(2 mean |lambda|^2) "
                     "sits 6% below sqrt(c/T) at T = 128..256, d_qk = 2T..4T).  Tested at d_qk >> T, where the i.i.d. "
                     "model applies; at d_qk = 64 < T = 256 the radius is ~6% above sqrt(c/T) with a ~6% per-seed "
                     "spread (see the chapter). The median over seeds is used: occasional seeds have an eigenvalue far "
                     "outside the disc (up to +30%), which would dominate a mean. Over 20 base seeds the 16-seed "
                     "median is +2.5% +- 1.0% (max +4.9%)"),
-    mutants={**off_by(0.12), "c replaced by s2": lambda p, s: (s["s2"] / s["T"]) ** 0.5},
+    mutants={**off_by(0.15), "c replaced by s2": lambda p, s: (s["s2"] / s["T"]) ** 0.5},
     quick=dict(T=128, d=512, d_qk=512, seeds=16),
     full=dict(T=512, d=2048, d_qk=2048, seeds=16),
 )

@@ -57,7 +57,7 @@ def ln_causal_collapses(*, T, d, depth, seeds, norm="layernorm", seed=0, device=
            "~ pi^2 w (w + 1) / (6 T^2) is diffusive (near consensus every row's logits are equal, so attention is "
            "uniform on the window, and LayerNorm rescales all tokens alike)"),
     source="derived",
-    tolerance_note=("relative 20% on the gap 1 - |lambda_2| (the measured gap is 1 - the mean over runs of the fitted "
+    tolerance_note=("relative 20% on the gap 1 - |lambda_2| (the measured gap is 1 - the mean over networks of the fitted "
                     "per-layer factor from layer `start`).  At d = 64 attention is not yet uniform on the window and "
                     "the fitted gap of one run scatters by ~10% (T = 32, w = 2: +1% and +11% for two runs; at "
                     "d = 256 within 2%).  Relative to the factor itself the tolerance is 0.2%; it resolves ~25% of "

@@ -124,19 +124,24 @@ def frobenius_next_order(*, T, seeds, s2=1.0, seed=0, device=None) -> Comparison
 
 @register(
     "top-singular-value",
-    claim="the largest singular value of softmax attention is 1 + c/(2T) (compared through sigma_1 - 1)",
+    claim=("the largest singular value of softmax attention is 1 + c/(2T) to leading order; to next order "
+           "sqrt(1 + (c/T)(1 - (1+c)(1+2c)/T)) (compared through sigma_1 - 1)"),
     source="derived",
-    tolerance_note=("relative 4.5% on sigma_1 - 1: one seed's excess spreads by ~10% at T = 256 (it is an "
-                    "average of T squared column sums), the 128-seed mean by ~0.75%; over 3 base seeds the 128-seed "
-                    "mean sat 1% to 3% below c/(2T) (next-order bias)"),
-    mutants={**off_by(0.08), "excess c/T (the factor 1/2 dropped)": lambda p, s: 2 * p},
+    tolerance_note=("relative 3% on sigma_1 - 1 against the next-order prediction (theory.top_singular_value_next_order, "
+                    "2.4% below c/(2T) at T = 256, s2 = ln 2).  One seed's excess spreads by ~10% at T = 256 (it is an "
+                    "average of T squared column sums), the 128-seed mean by ~0.75%; the neglected O(c/T) factor is "
+                    "~0.4%.  Over 3 base seeds the 128-seed mean sat 1.0%, 2.0%, 2.9% below c/(2T), i.e. within 1.3% "
+                    "of the next-order value, and the check resolved 4.0-5.3%.  (Against the leading term with 16 "
+                    "seeds the tolerance was 12%)"),
+    mutants={**off_by(0.05), "excess c/T (the factor 1/2 dropped)": lambda p, s: 2 * p,
+             "c replaced by s2": lambda p, s: p * s["s2"] / theory.c(s["s2"])},
     quick=dict(T=256, seeds=128),
-    full=dict(T=1024, seeds=16),
+    full=dict(T=1024, seeds=32),
 )
 def top_singular_value(*, T, seeds, s2=LN2, seed=0, device=None) -> Comparison:
+    if not s2 > 0:
+        raise ValueError(f"s2 must be > 0 for this check, got {s2}")
     A = random_attention(T, s2, batch=seeds, seed=seed, device=device, dtype=torch.float64)
     excess = torch.linalg.svdvals(A)[..., 0] - 1  # (seeds,)
-    prediction = theory.top_singular_value(T, s2) - 1
-    if not math.isfinite(prediction) or prediction <= 0:
-        raise ValueError(f"s2 must be > 0 for this check, got {s2}")
-    return Comparison(prediction=prediction, measured=excess.mean().item(), tolerance=0.045, relative=True)
+    prediction = theory.top_singular_value_next_order(T, s2) - 1
+    return Comparison(prediction=prediction, measured=excess.mean().item(), tolerance=0.03, relative=True)

@@ -13,9 +13,9 @@ one call for chapters (runs, displays, raises :class:`CheckFailed`).
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import html
-import dataclasses
 import inspect
 import math
 import time
@@ -268,8 +268,8 @@ class CheckFailed(AssertionError):
 def check(*names: str, mode: str = "quick", device=None, **overrides) -> list[CheckResult]:
     """Run the named checks, display their results, and raise if any fails: the one call for chapters.
 
-    ``names`` are check names or glob patterns (``"ln-*"``), run in registry order of first match,
-    each at most once.  ``overrides`` set keyword settings of every selected check that has them (a
+    ``names`` are check names or glob patterns (``"ln-*"``), run in the order given (a pattern's
+    matches in registry order), each check at most once.  ``overrides`` set keyword settings of every selected check that has them (a
     setting no selected check has is a ValueError).  In IPython the results table is displayed as
     HTML, elsewhere printed as text.  Returns the list of :class:`CheckResult`; raises
     :class:`CheckFailed` (an AssertionError) naming every failing check with its prediction,

@@ -45,9 +45,9 @@ def width_stable_rank_limit(*, T, gamma, seeds, s2=LN2, seed=0, device=None) -> 
         "relative, on the excess sr - 1: 8/T finite-T allowance + 3 relative standard errors of the seed mean "
         "(per run). Over 12-40 seeds the excess was 0.90-1.05 of the prediction at T = 64..512, gamma in "
         "{0.5, 1}, s2 in {0.3, ln 2}; the shortfall at T = 64 was <= 10%.  The excess of one draw spreads by "
-        "~12%, so 64 seeds resolve ~8%, not 5%: an exception, documented in the resolves column"
+        "~12%, so 64 seeds resolve 9-11% (over 4 base seeds), not 5%: an exception, as the resolves column shows"
     ),
-    mutants={**off_by(0.1), "(2 + gamma) replaced by 2": lambda p, s: p * 2 / (2 + s["gamma"])},
+    mutants={**off_by(0.12), "(2 + gamma) replaced by 2": lambda p, s: p * 2 / (2 + s["gamma"])},
     quick=dict(T=256, gamma=0.5, seeds=64),
     full=dict(T=1024, gamma=0.5, seeds=32),
 )

@@ -9,7 +9,7 @@ import math
 
 from .. import _validate
 
-__all__ = ["LN2", "c", "entry_sd", "frobenius_sq", "top_singular_value", "bulk_radius", "frobenius_sq_next_order", "leading_term_residual", "eigenvalue_median_modulus", "QUARTER_CIRCLE_MEDIAN", "singular_value_edge", "singular_value_median", "logit_variance", "model_bulk_logit_variance", "differential_outlier", "differential_bulk_radius"]
+__all__ = ["LN2", "c", "entry_sd", "frobenius_sq", "top_singular_value", "top_singular_value_next_order", "bulk_radius", "frobenius_sq_next_order", "leading_term_residual", "eigenvalue_median_modulus", "QUARTER_CIRCLE_MEDIAN", "singular_value_edge", "singular_value_median", "logit_variance", "model_bulk_logit_variance", "differential_outlier", "differential_bulk_radius"]
 
 
 LN2 = math.log(2.0)  # the logit variance of the Mind-the-Gap code: e^g then has variance 1 (c = 1)
@@ -157,3 +157,19 @@ def differential_bulk_radius(T, s2, lam) -> float:
     """
     lam = _validate.real("lam", lam)
     return math.sqrt(1.0 + lam**2) * bulk_radius(T, s2)
+
+
+def top_singular_value_next_order(T, s2) -> float:
+    """sigma_1(A) of softmax attention to next order: sqrt(1 + (c/T)(1 - (1 + c)(1 + 2c)/T)).
+
+    With u = 1/sqrt(T), A u = u exactly (rows sum to 1), so <u, A^T A u> = 1 and second-order
+    perturbation of the top eigenvalue of A^T A gives sigma_1^2 = 1 + ||(I - u u^T) A^T u||^2 (1 + O(c/T)),
+    where ||(I - u u^T) A^T u||^2 = sum_j (colsum_j - 1)^2 / T has mean T Var(A_ij) = entry_sd^2 T,
+    i.e. (c/T)(1 - (1 + c)(1 + 2c)/T) (the next-order entry variance, as in
+    :func:`frobenius_sq_next_order`).  The leading term gives :func:`top_singular_value`; the
+    neglected O(c/T) relative factor (the bulk of A^T A in the denominator) is ~0.4% at T = 256,
+    s2 = ln 2.  Derived.
+    """
+    T = _validate.integer("T", T, minimum=2)
+    cc = c(s2)
+    return math.sqrt(1.0 + cc / T * (1.0 - (1.0 + cc) * (1.0 + 2.0 * cc) / T))
