@@ -63,7 +63,7 @@ import torch
 from . import _validate
 from .attention import LN2
 from .device import resolve
-from .sweep import Table, point_seed, sweep
+from .tools.sweep import Table, point_seed, sweep
 from .width import width_dims
 
 __all__ = ["Config", "CONFIGS", "GRID", "METRICS", "config_names", "centred_softmax", "bartlett", "simulate",
