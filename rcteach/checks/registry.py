@@ -75,6 +75,7 @@ class Check:
     func: Callable[..., Comparison]
     quick: dict = field(default_factory=dict)
     full: dict = field(default_factory=dict)
+    mutants: dict = field(default_factory=dict)  # label -> fn(prediction, setting) -> wrong prediction
 
     def settings(self, mode: str = "quick", **overrides) -> dict:
         """The keyword settings of a run: the function's defaults, then the mode's, then overrides."""
@@ -128,14 +129,18 @@ class CheckResult:
 _REGISTRY: dict[str, Check] = {}
 
 
-def register(name: str, *, claim: str, source: str, tolerance_note: str, quick: dict | None = None, full: dict | None = None):
-    """Decorator: register ``func`` as the check ``name`` (names are unique)."""
+def register(name: str, *, claim: str, source: str, tolerance_note: str, quick: dict | None = None, full: dict | None = None,
+             mutants: dict | None = None):
+    """Decorator: register ``func`` as the check ``name`` (names are unique).
+
+    ``mutants``: label -> ``fn(prediction, setting) -> wrong_prediction`` (the agreed mutant API).
+    """
     source = _validate.choice("source", source, SOURCES)
 
     def decorate(func: Callable[..., Comparison]) -> Callable[..., Comparison]:
         if name in _REGISTRY:
             raise ValueError(f"a check named {name!r} is already registered")
-        _REGISTRY[name] = Check(name, claim, source, tolerance_note, func, dict(quick or {}), dict(full or {}))
+        _REGISTRY[name] = Check(name, claim, source, tolerance_note, func, dict(quick or {}), dict(full or {}), dict(mutants or {}))
         return func
 
     return decorate
