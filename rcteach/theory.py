@@ -584,3 +584,53 @@ def centred_depth_gram_stable_rank(T, depth) -> float:
 
     depth = _validate.integer("depth", depth, minimum=1)
     return gram_stable_rank_limit(T, 2 * depth)
+
+
+def consensus_transient_layer(mask, level, *, max_layers=10_000) -> int:
+    """First layer t with ||P A^t||_F / ||A^t||_F <= level, A the row-normalised mask (uniform attention).
+
+    For tokens X_0 with i.i.d. isotropic rows, E||P A^t X_0||_F^2 / E||A^t X_0||_F^2 equals the squared
+    ratio, so this is when the linear consensus dynamics bring the relative distance to consensus
+    mu / ||X||_F down to ``level``.  For non-normal masks (sliding-causal) it is much later than
+    log(level) / log|lambda_2| (:func:`consensus_rate`): the transient of their long Jordan chains.
+    Returns ``max_layers`` + 1 if the level is not reached.  Derived.
+    """
+    from .masks import check_mask
+
+    import torch
+
+    level = _validate.real("level", level, positive=True)
+    mask = check_mask(mask).cpu()
+    M = mask.to(torch.float64)
+    A = M / M.sum(-1, keepdim=True)  # (T, T)
+    At = torch.eye(A.shape[0], dtype=torch.float64)
+    for t in range(max_layers + 1):
+        centred = At - At.mean(0, keepdim=True)  # P A^t
+        if torch.linalg.matrix_norm(centred) <= level * torch.linalg.matrix_norm(At):
+            return t
+        At = A @ At
+    return max_layers + 1
+
+
+def gaussian_value_lyapunov(d) -> float:
+    """(psi((d-1)/2) - psi(d/2)) / 2 ~ -1/(2d), psi the digamma function: lambda_2 - lambda_1, the gap between
+    the top two Lyapunov exponents of a product of d x d Gaussian matrices, i.e. the log-rate at which the
+    projective action u -> u W / ||u W|| contracts tangent directions (:func:`gaussian_value_rate`)."""
+    import torch
+
+    d = _validate.integer("d", d, minimum=2)
+    psi = torch.special.digamma(torch.tensor([(d - 1) / 2, d / 2], dtype=torch.float64))
+    return 0.5 * (psi[0] - psi[1]).item()
+
+
+def gaussian_value_rate(mask, d) -> float:
+    """Per-layer factor of mu near consensus for RMS-normalised masked attention with fresh Gaussian values
+    W_V (d x d, i.i.d. entries): |lambda_2| exp(:func:`gaussian_value_lyapunov`(d)).
+
+    Near consensus x_i = v + delta_i, attention is uniform over the mask (:func:`consensus_rate` gives
+    |lambda_2| for the token part) and the features of delta follow the derivative of the projective
+    action u -> u W / ||u W||, which contracts by exp(lambda_2 - lambda_1) per layer.  A typical
+    (log-average) rate: one run's rate fluctuates by ~1/sqrt(d * layers).  Derived; always faster than
+    with orthogonal values.
+    """
+    return consensus_rate(mask) * math.exp(gaussian_value_lyapunov(d))

@@ -1,0 +1,43 @@
+"""Theory formulas of the chapters "Depth with the fix" and "Theorem 2" (appended to rcteach.theory)."""
+
+import math
+
+import pytest
+
+import rcteach
+from rcteach import theory
+
+
+def test_transient_complete_mask_is_one_layer():
+    assert theory.consensus_transient_layer(rcteach.make_mask("complete", 16), 1e-6) == 1
+
+
+def test_transient_grows_with_T_and_shrinks_with_window():
+    layer = lambda T, w: theory.consensus_transient_layer(rcteach.make_mask("sliding-causal", T, window=w), 1e-6)  # noqa: E731
+    assert layer(64, 3) < layer(128, 3) < layer(256, 3)
+    assert layer(128, 8) < layer(128, 3) < layer(128, 1)
+    assert layer(128, 3) > 2 * 127 / 3  # after the front arrives
+
+
+def test_transient_not_reached():
+    mask = rcteach.make_mask("sliding", 64, window=1)  # |lambda_2| close to 1
+    assert theory.consensus_transient_layer(mask, 1e-6, max_layers=5) == 6
+
+
+def test_gaussian_lyapunov_gap():
+    for d in (4, 16, 64, 1024):
+        gap = theory.gaussian_value_lyapunov(d)
+        assert gap < 0
+        assert gap == pytest.approx(-1 / (2 * d), rel=2 / d + 0.05)
+    mask = rcteach.make_mask("sliding", 32, window=3)
+    assert theory.gaussian_value_rate(mask, 16) == pytest.approx(
+        theory.consensus_rate(mask) * math.exp(theory.gaussian_value_lyapunov(16)))
+
+
+def test_centred_depth_gram_stable_rank_rejects_depth_zero():
+    with pytest.raises(ValueError, match="depth"):
+        theory.centred_depth_gram_stable_rank(150, 0)
+    with pytest.raises(ValueError, match="level"):
+        theory.consensus_transient_layer(rcteach.make_mask("complete", 4), 0.0)
+    with pytest.raises(ValueError, match="d"):
+        theory.gaussian_value_lyapunov(1)
