@@ -41,3 +41,28 @@ def test_centred_depth_gram_stable_rank_rejects_depth_zero():
         theory.consensus_transient_layer(rcteach.make_mask("complete", 4), 0.0)
     with pytest.raises(ValueError, match="d"):
         theory.gaussian_value_lyapunov(1)
+
+
+def test_first_value_gradient_exact_average_over_values():
+    """E||dL/dW_1||^2 = 4 sigma^6 d^2 (2d + 1) sum s^4(Y) for fixed attention, averaged over the Gaussian values."""
+    import torch
+
+    T = d = 6
+    g = torch.Generator().manual_seed(0)
+    A1, A2 = rcteach.random_attention(T, batch=2, seed=1)
+    X0 = rcteach.orthonormal_tokens(T, d, seed=2)
+    Y = A2 @ A1 @ X0
+    W1 = torch.randn(40000, d, d, generator=g, dtype=torch.float64)
+    W2 = torch.randn(40000, d, d, generator=g, dtype=torch.float64)
+    grad = 2 * Y.T @ Y @ W1 @ W2 @ W2.transpose(-1, -2)
+    s4 = torch.linalg.svdvals(Y).pow(4).sum().item()
+    assert grad.square().sum((-1, -2)).mean().item() == pytest.approx(4 * d**2 * (2 * d + 1) * s4, rel=0.03)
+
+
+def test_first_value_gradient_scalings():
+    A = [theory.first_value_gradient_rms(T, T, rcteach.LN2) for T in (100, 400)]
+    P = [theory.first_value_gradient_rms(T, T, rcteach.LN2, centred=True) for T in (100, 400)]
+    assert math.log(A[1] / A[0]) / math.log(4) == pytest.approx(1.5, abs=0.01)
+    assert P[1] == pytest.approx(2 * math.sqrt(6), rel=0.01)
+    with pytest.raises(ValueError, match="d"):
+        theory.first_value_gradient_rms(8, 4, rcteach.LN2)
