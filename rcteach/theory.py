@@ -654,3 +654,20 @@ def first_value_gradient_rms(T, d, s2, *, value_var=1.0, centred=False) -> float
     value_var = _validate.real("value_var", value_var, positive=True)
     s4 = 3.0 * T * (c(s2) / T) ** 4 if centred else 1.0
     return math.sqrt(4.0 * value_var**3 * d**2 * (2 * d + 1) * s4)
+
+
+def noniso_bulk_radius(T, d, s2) -> float:
+    """Bulk radius of query-key attention A(X) on Gaussian tokens with unit-norm rows (not orthonormal),
+    logit variance s2, gamma = d / T (rebuttal Fig. IX): sqrt((c + s2 / gamma) / T).
+
+    Split the normalised weights e^g / E e^g - 1 into the linear (first Hermite) part g, of variance s2,
+    and a remainder of variance c - s2, uncorrelated with it.  The linear part (1/T) X M X^T, with
+    M = W_Q W_K^T / sqrt(d_qk) of i.i.d.-like entries of variance s2, has the nonzero eigenvalues of
+    (1/T) M S, S = X^T X; as an R-diagonal element of the d x d matrices its outer radius is
+    sqrt(tr(M^T M) tr(S^2)) / (d T) (Haagerup & Larsen), and tr S^2 = ||X X^T||_F^2 = T + T(T - 1)/d gives
+    s2 (1 + T/d) / T: the spread of the token Gram matrix enlarges it.  Assumed: the two parts add in the
+    squared radius.  Orthonormal tokens (S a projector) give back sqrt(c/T).  Derived.
+    """
+    T = _validate.integer("T", T, minimum=2)
+    d = _validate.integer("d", d, minimum=1)
+    return math.sqrt((c(s2) + s2 * T / d) / T)

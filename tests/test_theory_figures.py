@@ -66,3 +66,20 @@ def test_first_value_gradient_scalings():
     assert P[1] == pytest.approx(2 * math.sqrt(6), rel=0.01)
     with pytest.raises(ValueError, match="d"):
         theory.first_value_gradient_rms(8, 4, rcteach.LN2)
+
+
+def test_noniso_bulk_radius_limits():
+    T = 256
+    assert theory.noniso_bulk_radius(T, 10**9, rcteach.LN2) == pytest.approx(theory.bulk_radius(T, rcteach.LN2), rel=1e-6)
+    assert theory.noniso_bulk_radius(T, T // 4, rcteach.LN2) > theory.noniso_bulk_radius(T, T, rcteach.LN2)
+    # the linear part's radius^2 s2 (T + T(T-1)/d)/T^2 is (1/T^2) tr(M^T M)/d tr(S^2)/d for Gaussian unit-norm tokens
+    import torch
+
+    from rcteach.depth import normalise
+
+    d = 64
+    X = normalise(rcteach.gaussian_tokens(T, d, batch=8, seed=0), "rms")
+    tr_S2 = (X.transpose(-1, -2) @ X).square().sum((-1, -2)).mean().item()
+    assert tr_S2 == pytest.approx(T + T * (T - 1) / d, rel=0.02)
+    with pytest.raises(ValueError, match="d"):
+        theory.noniso_bulk_radius(T, 0, rcteach.LN2)
