@@ -13,6 +13,9 @@ Fuss-Catalan law FC_k (Alexeev, Goetze & Tikhomirov 2010; k = 1 is Marchenko-Pas
 Used in the chapter "Depth with the fix" for rebuttal Fig. VII: after L layers of centred attention
 with Gaussian values, X_L = A_L ... A_1 X_0 W_1 ... W_L is a product of k = 2L such factors, so its
 Gram stable rank sum s_i^4 / s_1^4 = T m_2 / x_edge^2 (scale-free) tends to T k^(2k) / (k+1)^(2k+1).
+
+Also the bulk radius of query-key attention on correlated tokens (:func:`correlated_bulk_radius`), from the
+outer radius of an R-diagonal element (Haagerup & Larsen 2000), used in "Non-isometric inputs".
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ import torch
 
 from . import _validate
 
-__all__ = ["fuss_catalan_moment", "fuss_catalan_edge", "fuss_catalan_density", "gram_stable_rank_limit"]
+__all__ = ["fuss_catalan_moment", "fuss_catalan_edge", "fuss_catalan_density", "gram_stable_rank_limit",
+           "correlated_bulk_radius"]
 
 
 def _order(k) -> int:
@@ -61,3 +65,23 @@ def gram_stable_rank_limit(T, k) -> float:
     T x T product of k independent Ginibre-like factors, to leading order in T (9.88 for T = 150, k = 2)."""
     T, k = _validate.integer("T", T, minimum=1), _order(k)
     return T * fuss_catalan_moment(k, 2) / fuss_catalan_edge(k) ** 2
+
+
+def correlated_bulk_radius(X, s2) -> torch.Tensor:
+    """Predicted bulk radius of A(X) = softmax(X M X^T), M = W_Q W_K^T / sqrt(d_qk) with i.i.d.-like entries of
+    variance s2, for given tokens X (*batch, T, d) whose overlaps need not vanish (deeper layers, Gaussian inputs).
+
+    R^2 = s2 ||C||_F^2 + (e^{s_h} - 1 - s_h) / T,   C = X^T P X / T (token covariance, d x d),  s_h = s2 tr(C)^2.
+
+    First term: the linear part of the softmax weights, (1/T) X M X^T centred, has the eigenvalues of M C
+    (up to the common column profile, which only moves mass to the outlier 1); M C is R-diagonal, so its
+    outer radius is sqrt(tr(M^T M) tr(C^2)) / d = sqrt(s2) ||C||_F.  Second: the higher Hermite terms of
+    e^h for logits h of variance s_h, taken as i.i.d.-like (radius^2 = variance / T).  Orthonormal tokens
+    (C ~ I/T) give sqrt(c/T); Gaussian unit-norm tokens give ``theory.noniso_bulk_radius``.  Derived;
+    assumes uniform column weights (exact at consensus up to O(mu^2)).  Returns shape (*batch,).
+    """
+    Xc = X - X.mean(-2, keepdim=True)  # P X
+    T = X.shape[-2]
+    C = Xc.transpose(-1, -2) @ Xc / T  # (*batch, d, d)
+    s_h = s2 * C.diagonal(dim1=-2, dim2=-1).sum(-1).square()
+    return (s2 * C.square().sum((-1, -2)) + (torch.expm1(s_h) - s_h) / T).sqrt()
