@@ -13,7 +13,9 @@ def test_transient_complete_mask_is_one_layer():
 
 
 def test_transient_grows_with_T_and_shrinks_with_window():
-    layer = lambda T, w: theory.consensus_transient_layer(rcteach.make_mask("sliding-causal", T, window=w), 1e-6)  # noqa: E731
+    def layer(T, w):
+        return theory.consensus_transient_layer(rcteach.make_mask("sliding-causal", T, window=w), 1e-6)
+
     assert layer(64, 3) < layer(128, 3) < layer(256, 3)
     assert layer(128, 8) < layer(128, 3) < layer(128, 1)
     assert layer(128, 3) > 2 * 127 / 3  # after the front arrives
@@ -70,7 +72,8 @@ def test_first_value_gradient_scalings():
 
 def test_noniso_bulk_radius_limits():
     T = 256
-    assert theory.noniso_bulk_radius(T, 10**9, rcteach.LN2) == pytest.approx(theory.bulk_radius(T, rcteach.LN2), rel=1e-6)
+    isometric = theory.bulk_radius(T, rcteach.LN2)
+    assert theory.noniso_bulk_radius(T, 10**9, rcteach.LN2) == pytest.approx(isometric, rel=1e-6)
     assert theory.noniso_bulk_radius(T, T // 4, rcteach.LN2) > theory.noniso_bulk_radius(T, T, rcteach.LN2)
     # the linear part's radius^2 s2 (T + T(T-1)/d)/T^2 is (1/T^2) tr(M^T M)/d tr(S^2)/d for Gaussian unit-norm tokens
     import torch

@@ -1,5 +1,6 @@
-"""Checks for the papers' remaining figures (chapters "Depth with the fix" and "Theorem 2 and
-training"; section 2b of the theory notes)."""
+"""Checks for the papers' remaining figures (Part IV of the book: chapters "Depth with the fix",
+"Theorem 2 of Wu et al., settled numerically", "Correlated tokens" and "Wider reading"; section 2b of
+the theory notes)."""
 
 from __future__ import annotations
 
