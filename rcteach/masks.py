@@ -29,6 +29,7 @@ __all__ = [
     "diameter",
     "centre_eccentricity",
     "consensus_rate",
+    "consensus_transient_layer",
 ]
 
 MASK_KINDS = ("complete", "causal", "sliding", "sliding-causal")
@@ -184,3 +185,25 @@ def consensus_rate(mask) -> float:
             moduli.append(torch.linalg.eigvals(block / deg[idx][:, None]).abs())
     moduli = torch.cat([m.reshape(-1) for m in moduli]).sort(descending=True).values
     return float(moduli[1].clamp(0.0, 1.0))
+
+
+def consensus_transient_layer(mask, level, *, max_layers=10_000) -> int:
+    """First layer t with ||P A^t||_F / ||A^t||_F <= level, A the row-normalised mask (uniform attention).
+
+    For tokens X_0 with i.i.d. isotropic rows, E||P A^t X_0||_F^2 / E||A^t X_0||_F^2 equals the squared
+    ratio, so this is when the linear consensus dynamics bring the relative distance to consensus
+    mu / ||X||_F down to ``level``.  For non-normal masks (sliding-causal) it is much later than
+    log(level) / log|lambda_2| (:func:`consensus_rate`): the transient of their long Jordan chains.
+    Returns ``max_layers`` + 1 if the level is not reached.  Derived.
+    """
+    level = _validate.real("level", level, positive=True)
+    mask = check_mask(mask).cpu()
+    M = mask.to(torch.float64)
+    A = M / M.sum(-1, keepdim=True)  # (T, T)
+    At = torch.eye(A.shape[0], dtype=torch.float64)
+    for t in range(max_layers + 1):
+        centred = At - At.mean(0, keepdim=True)  # P A^t
+        if torch.linalg.matrix_norm(centred) <= level * torch.linalg.matrix_norm(At):
+            return t
+        At = A @ At
+    return max_layers + 1

@@ -9,7 +9,7 @@ import math
 
 from .. import _validate
 
-__all__ = ["dropout_front", "dropout_front_mu"]
+__all__ = ["dropout_front", "dropout_front_mu", "gaussian_value_lyapunov", "gaussian_value_rate"]
 
 
 def dropout_front(T, depth, p) -> list[list[float]]:
@@ -64,3 +64,29 @@ def dropout_front_mu(T, depth, p, *, token_norm_sq=1.0) -> tuple[list[float], li
         means.append(mean)
         stds.append(math.sqrt(max(var, 0.0)))
     return means, stds
+
+
+def gaussian_value_lyapunov(d) -> float:
+    """(psi((d-1)/2) - psi(d/2)) / 2 ~ -1/(2d), psi the digamma function: lambda_2 - lambda_1, the gap between
+    the top two Lyapunov exponents of a product of d x d Gaussian matrices, i.e. the log-rate at which the
+    projective action u -> u W / ||u W|| contracts tangent directions (:func:`gaussian_value_rate`)."""
+    import torch
+
+    d = _validate.integer("d", d, minimum=2)
+    psi = torch.special.digamma(torch.tensor([(d - 1) / 2, d / 2], dtype=torch.float64))
+    return 0.5 * (psi[0] - psi[1]).item()
+
+
+def gaussian_value_rate(mask, d) -> float:
+    """Per-layer factor of mu near consensus for RMS-normalised masked attention with fresh Gaussian values
+    W_V (d x d, i.i.d. entries): |lambda_2| exp(:func:`gaussian_value_lyapunov`(d)).
+
+    Near consensus x_i = v + delta_i, attention is uniform over the mask (:func:`rcteach.consensus_rate` gives
+    |lambda_2| for the token part) and the features of delta follow the derivative of the projective
+    action u -> u W / ||u W||, which contracts by exp(lambda_2 - lambda_1) per layer.  A typical
+    (log-average) rate: one run's rate fluctuates by ~1/sqrt(d * layers).  Derived; always faster than
+    with orthogonal values.
+    """
+    from ..masks import consensus_rate
+
+    return consensus_rate(mask) * math.exp(gaussian_value_lyapunov(d))

@@ -9,7 +9,7 @@ import math
 
 from .. import _validate
 
-__all__ = ["LN2", "c", "entry_sd", "frobenius_sq", "top_singular_value", "top_singular_value_next_order", "bulk_radius", "frobenius_sq_next_order", "leading_term_residual", "eigenvalue_median_modulus", "QUARTER_CIRCLE_MEDIAN", "singular_value_edge", "singular_value_median", "logit_variance", "model_bulk_logit_variance", "differential_outlier", "differential_bulk_radius"]
+__all__ = ["LN2", "c", "entry_sd", "frobenius_sq", "top_singular_value", "top_singular_value_next_order", "bulk_radius", "frobenius_sq_next_order", "leading_term_residual", "eigenvalue_median_modulus", "QUARTER_CIRCLE_MEDIAN", "singular_value_edge", "singular_value_median", "logit_variance", "model_bulk_logit_variance", "differential_outlier", "differential_bulk_radius", "noniso_bulk_radius"]
 
 
 LN2 = math.log(2.0)  # the logit variance of the Mind-the-Gap code: e^g then has variance 1 (c = 1)
@@ -173,3 +173,20 @@ def top_singular_value_next_order(T, s2) -> float:
     T = _validate.integer("T", T, minimum=2)
     cc = c(s2)
     return math.sqrt(1.0 + cc / T * (1.0 - (1.0 + cc) * (1.0 + 2.0 * cc) / T))
+
+
+def noniso_bulk_radius(T, d, s2) -> float:
+    """Bulk radius of query-key attention A(X) on Gaussian tokens with unit-norm rows (not orthonormal),
+    logit variance s2, gamma = d / T (rebuttal Fig. IX): sqrt((c + s2 / gamma) / T).
+
+    Split the normalised weights e^g / E e^g - 1 into the linear (first Hermite) part g, of variance s2,
+    and a remainder of variance c - s2, uncorrelated with it.  The linear part (1/T) X M X^T, with
+    M = W_Q W_K^T / sqrt(d_qk) of i.i.d.-like entries of variance s2, has the nonzero eigenvalues of
+    (1/T) M S, S = X^T X; as an R-diagonal element of the d x d matrices its outer radius is
+    sqrt(tr(M^T M) tr(S^2)) / (d T) (Haagerup & Larsen), and tr S^2 = ||X X^T||_F^2 = T + T(T - 1)/d gives
+    s2 (1 + T/d) / T: the spread of the token Gram matrix enlarges it.  Assumed: the two parts add in the
+    squared radius.  Orthonormal tokens (S a projector) give back sqrt(c/T).  Derived.
+    """
+    T = _validate.integer("T", T, minimum=2)
+    d = _validate.integer("d", d, minimum=1)
+    return math.sqrt((c(s2) + s2 * T / d) / T)

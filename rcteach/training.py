@@ -1,0 +1,98 @@
+"""A tiny training experiment: attention-only layers learning to copy their input tokens.
+
+The chapter "Theorem 2 and training" uses it to ask whether the initialisation's collapse matters
+once the weights move.  The model, for token ids (B, T) over a vocabulary of size V:
+
+    X_0 = E[ids]                                    # (B, T, d), E (V, d) with N(0, 1/d) entries
+    X_l = skip * X_{l-1} + A_l(X_{l-1}) X_{l-1} W_V^l   l = 1..depth, A_l = softmax(X W_Q W_K^T / sqrt d)
+                                                    # A_l - 11^T/T with ``centred``
+    logits = X_depth E^T                            # (B, T, V), tied read-out
+
+and the task is to output, at every position, the token that came in there (cross-entropy).  A
+collapsed X_depth (all rows equal) cannot do it; the identity can.  At initialisation W_Q, W_K have
+i.i.d. N(0, s2^(1/2)) entries, so the logits of unit-norm tokens have variance s2 (as in
+``rcteach.propagate``), and W_V has N(0, value_var) entries with the norm-keeping choice of the
+chapter "Norms and gradients": 1/d with A, T/(d c) with A_perp (c = e^{s2} - 1).  Trained with Adam
+on fresh random batches.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from . import _validate
+from .metrics import stable_rank
+
+__all__ = ["TrainingRun", "train_copy"]
+
+INITS = ("A", "A_perp", "skip")
+
+
+@dataclass(frozen=True)
+class TrainingRun:
+    """Per-step records of :func:`train_copy` (each a float64 tensor of shape (steps + 1,), step 0 = init)."""
+
+    init: str
+    loss: torch.Tensor  # cross-entropy on a fixed evaluation batch (log V = chance)
+    grad_norm: torch.Tensor  # ||gradient||_F over all weights, on the training batch (NaN at the last entry)
+    grad_norm_qk: torch.Tensor  # the part of it from W_Q and W_K
+    stable_rank: torch.Tensor  # Frobenius stable rank of X_depth on the evaluation batch, mean over the batch
+
+
+def _forward(ids, E, layers, *, centred, skip):
+    X = E[ids]  # (B, T, d)
+    T, d = X.shape[-2], X.shape[-1]
+    for W_Q, W_K, W_V in layers:
+        A = torch.softmax((X @ W_Q) @ (X @ W_K).transpose(-1, -2) / math.sqrt(d), dim=-1)  # (B, T, T)
+        if centred:
+            A = A - 1.0 / T
+        X = skip * X + A @ X @ W_V
+    return X, X @ E.T  # (B, T, d), (B, T, V)
+
+
+def train_copy(init="A", *, T=16, d=32, vocab=16, depth=4, steps=150, lr=3e-3, batch=32, s2=1.0,
+               seed=0) -> TrainingRun:
+    """Train the copy task from initialisation ``init``: "A" (softmax attention, no skip), "A_perp"
+    (centred attention, no skip) or "skip" (softmax attention with X + A X W_V); see the module doc."""
+    init = _validate.choice("init", init, INITS)
+    T, d, vocab = (_validate.integer(n, v, minimum=2) for n, v in (("T", T), ("d", d), ("vocab", vocab)))
+    depth, steps, batch = (_validate.integer(n, v, minimum=1) for n, v in (("depth", depth), ("steps", steps),
+                                                                              ("batch", batch)))
+    lr = _validate.real("lr", lr, positive=True)
+    s2 = _validate.real("s2", s2, positive=True)
+    g = torch.Generator().manual_seed(seed)
+    value_var = T / (d * math.expm1(s2)) if init == "A_perp" else 1.0 / d
+    stds = (s2**0.25, s2**0.25, math.sqrt(value_var))  # W_Q, W_K, W_V
+
+    def draw(rows, std):
+        return (std * torch.randn(rows, d, generator=g, dtype=torch.float64)).requires_grad_(True)
+
+    E = draw(vocab, 1.0 / math.sqrt(d))  # tokens of norm ~1
+    layers = [[draw(d, std) for std in stds] for _ in range(depth)]
+    params = [E] + [w for layer in layers for w in layer]
+    qk = [w for layer in layers for w in layer[:2]]
+    opt = torch.optim.Adam(params, lr=lr)
+    kw = dict(centred=init == "A_perp", skip=1.0 if init == "skip" else 0.0)
+    eval_ids = torch.randint(vocab, (128, T), generator=g)
+    loss_f = torch.nn.functional.cross_entropy
+    records = {k: [] for k in ("loss", "grad_norm", "grad_norm_qk", "stable_rank")}
+    for step in range(steps + 1):
+        with torch.no_grad():
+            X, logits = _forward(eval_ids, E, layers, **kw)
+            records["loss"].append(loss_f(logits.reshape(-1, vocab), eval_ids.reshape(-1)).item())
+            records["stable_rank"].append(stable_rank(X).mean().item())
+        if step == steps:
+            records["grad_norm"].append(math.nan)
+            records["grad_norm_qk"].append(math.nan)
+            break
+        ids = torch.randint(vocab, (batch, T), generator=g)
+        _, logits = _forward(ids, E, layers, **kw)
+        opt.zero_grad()
+        loss_f(logits.reshape(-1, vocab), ids.reshape(-1)).backward()
+        records["grad_norm"].append(math.sqrt(sum(p.grad.square().sum().item() for p in params)))
+        records["grad_norm_qk"].append(math.sqrt(sum(p.grad.square().sum().item() for p in qk)))
+        opt.step()
+    return TrainingRun(init, **{k: torch.tensor(v, dtype=torch.float64) for k, v in records.items()})
