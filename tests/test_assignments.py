@@ -20,7 +20,7 @@ import pytest
 
 pytest.importorskip("otter", reason="otter-grader not installed: pip install -e .[assign]")
 
-from rcteach import harness
+from rcteach.tools.grading import harness
 
 from rcteach.tools import grading  # noqa: E402
 
@@ -281,7 +281,7 @@ def test_cli_registers_assign_and_grade():
 def test_public_tests_pass_hard_coded_answers_with_short_feedback(build, tmp_path, monkeypatch):
     """The student-side checks (rcteach.tools.grading.feedback): one line per failed test, a score line; the
     hard-coded answers of "public only" pass every public test (the hidden inputs catch them)."""
-    from rcteach import feedback
+    from rcteach.tools.grading import feedback
 
     student = build["built"]["a1_spectral_gap"]["student"]
     shutil.copy(student, tmp_path / student.name)

@@ -25,7 +25,7 @@ import pytest
 
 pytest.importorskip("otter", reason="otter-grader not installed: pip install -e .[assign]")
 
-from rcteach import answers, sandbox, verdict
+from rcteach.tools.grading import answers, sandbox, verdict
 
 from rcteach.tools import grading  # noqa: E402
 
