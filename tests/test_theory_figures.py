@@ -1,4 +1,4 @@
-"""Theory formulas of the chapters "Depth with the fix" and "Theorem 2" (appended to rcteach.theory)."""
+"""Theory formulas of the chapters "Depth with the fix" and "Theorem 2" (rcteach.theory, rcteach.masks)."""
 
 import math
 
@@ -9,12 +9,12 @@ from rcteach import theory
 
 
 def test_transient_complete_mask_is_one_layer():
-    assert consensus_transient_layer(rcteach.make_mask("complete", 16), 1e-6) == 1
+    assert rcteach.consensus_transient_layer(rcteach.make_mask("complete", 16), 1e-6) == 1
 
 
 def test_transient_grows_with_T_and_shrinks_with_window():
     def layer(T, w):
-        return consensus_transient_layer(rcteach.make_mask("sliding-causal", T, window=w), 1e-6)
+        return rcteach.consensus_transient_layer(rcteach.make_mask("sliding-causal", T, window=w), 1e-6)
 
     assert layer(64, 3) < layer(128, 3) < layer(256, 3)
     assert layer(128, 8) < layer(128, 3) < layer(128, 1)
@@ -23,7 +23,7 @@ def test_transient_grows_with_T_and_shrinks_with_window():
 
 def test_transient_not_reached():
     mask = rcteach.make_mask("sliding", 64, window=1)  # |lambda_2| close to 1
-    assert consensus_transient_layer(mask, 1e-6, max_layers=5) == 6
+    assert rcteach.consensus_transient_layer(mask, 1e-6, max_layers=5) == 6
 
 
 def test_gaussian_lyapunov_gap():
@@ -40,7 +40,7 @@ def test_centred_depth_gram_stable_rank_rejects_depth_zero():
     with pytest.raises(ValueError, match="depth"):
         theory.centred_depth_gram_stable_rank(150, 0)
     with pytest.raises(ValueError, match="level"):
-        consensus_transient_layer(rcteach.make_mask("complete", 4), 0.0)
+        rcteach.consensus_transient_layer(rcteach.make_mask("complete", 4), 0.0)
     with pytest.raises(ValueError, match="d"):
         theory.gaussian_value_lyapunov(1)
 
