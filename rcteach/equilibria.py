@@ -30,9 +30,9 @@ import torch
 
 from . import _validate
 from .attention import attention_map
-from .norms import normalise
+from .norms import NORMS, normalise, normalise_unchecked
 from .device import make_generator, resolve
-from .masks import check_mask, make_mask
+from .masks import check_batch_mask, make_mask
 from .metrics import mu_unchecked
 
 __all__ = [
@@ -65,6 +65,7 @@ def _weights(X, W_V, B):
     if B.shape[-1] != d:
         raise ValueError(f"B must be ({d}, {d}) to match X's width, got shape {tuple(B.shape)}")
     for name, W in (("W_V", W_V), ("B", B)):
+        _validate.broadcast(name, W.shape[:-2], "X", X.shape[:-2])
         if W.dtype != X.dtype or W.device != X.device:
             raise TypeError(f"{name} must have X's dtype and device ({X.dtype}, {X.device}), got ({W.dtype}, {W.device})")
     return W_V, B
@@ -97,10 +98,10 @@ def layer_map(X, W_V, B=None, *, mask=None, beta=1.0, norm="rms") -> torch.Tenso
     W_V, B = _weights(X, W_V, B)
     beta = _validate.real("beta", beta)
     if mask is not None:
-        mask = check_mask(mask, X.shape[-2]).to(X.device)
+        mask = check_batch_mask(mask, X)
     logits = beta * (X @ B @ X.transpose(-2, -1))  # (*batch, N, N)
     A = attention_map(logits, mask)  # (*batch, N, N), row-stochastic on the mask
-    return normalise(A @ X @ W_V, norm)  # (*batch, N, d)
+    return normalise_unchecked(A @ X @ W_V, _validate.choice("norm", norm, NORMS))  # (*batch, N, d)
 
 
 def random_unit_tokens(N, d, *, batch=(), seed=None, generator=None, device=None, dtype=None) -> torch.Tensor:

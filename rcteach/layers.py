@@ -29,8 +29,8 @@ from . import _validate
 from .attention import ATTENTIONS, _attention_map
 from .device import make_generator
 from .logits import _qk_logits, qk_weights
-from .masks import check_mask
-from .norms import NORMS, normalise
+from .masks import check_batch_mask, check_mask
+from .norms import NORMS, normalise_unchecked
 from .theory import LN2
 from .tokens import orthonormal_tokens
 
@@ -137,7 +137,7 @@ def layer(X, config: LayerConfig, *, weights: LayerWeights | None = None, genera
     if not isinstance(config, LayerConfig):
         raise TypeError(f"config must be a rcteach.LayerConfig, got {type(config).__name__}")
     if config.mask is not None:
-        config = replace(config, mask=check_mask(config.mask, X.shape[-2]).to(X.device))
+        config = replace(config, mask=check_batch_mask(config.mask, X))
     if weights is None:
         weights = LayerWeights()
     elif not isinstance(weights, LayerWeights):
@@ -163,4 +163,4 @@ def forward(X, config: LayerConfig, w: LayerWeights) -> torch.Tensor:
         Y = Y @ w.W_V
     if config.skip is not None:
         Y = X + config.skip * Y
-    return normalise(Y, config.norm)
+    return normalise_unchecked(Y, config.norm)

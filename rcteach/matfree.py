@@ -33,6 +33,7 @@ import math
 import torch
 
 from . import _validate
+from .metrics import unit_scaled
 
 __all__ = ["METHODS", "spectral_norm", "stable_rank", "frobenius_bulk_radius"]
 
@@ -152,8 +153,8 @@ def stable_rank(X, *, gram=False, method="lanczos", iters=None, tol=None, seed=0
     the module doc.  X must not be zero.
     """
     X = _validate.matrix("X", X)
-    if not isinstance(gram, bool):
-        raise TypeError(f"gram must be a bool, got {type(gram).__name__}")
+    gram = _validate.flag("gram", gram)
+    X = unit_scaled(X)  # scale-free: no overflow of ||X||_F^2 for huge X
     s1 = spectral_norm(X, method=method, iters=iters, tol=tol, seed=seed)
     if not (s1 > 0).all():
         raise ValueError("X must be nonzero: the stable rank of a zero matrix is undefined")

@@ -18,7 +18,7 @@ from scipy.optimize import linear_sum_assignment
 
 from . import _validate
 
-__all__ = ["squared_singular_values", "stable_rank_from_squared", "stable_rank", "mu", "mu_unchecked", "spectrum", "SpectralGap", "spectral_gap", "spectrum_distance", "decay_rate"]
+__all__ = ["squared_singular_values", "stable_rank_from_squared", "unit_scaled", "frobenius_norm", "stable_rank", "mu", "mu_unchecked", "spectrum", "SpectralGap", "spectral_gap", "spectrum_distance", "decay_rate"]
 
 
 def squared_singular_values(X) -> torch.Tensor:
@@ -39,6 +39,28 @@ def stable_rank_from_squared(sq, *, gram=False) -> torch.Tensor:
     return p.sum(-1) / p[..., 0]
 
 
+def _max_abs(X) -> torch.Tensor:
+    """max |X_ij| per batch element, (*batch, 1, 1), detached; 1 where X is zero."""
+    scale = X.detach().abs().amax((-2, -1), keepdim=True)
+    return torch.where(scale > 0, scale, torch.ones_like(scale))
+
+
+def unit_scaled(X) -> torch.Tensor:
+    """X (*batch, m, n) divided by its largest |entry| per batch element (zero stays zero).
+
+    Stable ranks are scale-free, and their squared singular values of X / max|X| neither overflow
+    nor underflow: ``stable_rank(1e200 * X) == stable_rank(X)``.  No validation.
+    """
+    return X / _max_abs(X)
+
+
+def frobenius_norm(X) -> torch.Tensor:
+    """||X||_F of X (*batch, m, n), shape (*batch,), computed as s ||X / s||_F with s = max|X|, so that
+    it neither overflows nor underflows where the result is a finite float.  Keeps the graph; no validation."""
+    scale = _max_abs(X)
+    return scale[..., 0, 0] * torch.linalg.matrix_norm(X / scale)
+
+
 def stable_rank(X, *, gram=False, method="exact") -> torch.Tensor:
     """Stable rank of X (*batch, m, n) from its singular values s_1 >= s_2 >= ...
 
@@ -53,7 +75,8 @@ def stable_rank(X, *, gram=False, method="exact") -> torch.Tensor:
         method = _validate.choice("method", method, ("exact", *matfree.METHODS))
         return matfree.stable_rank(X, gram=gram, method=method)
     X = _validate.matrix("X", X)
-    sq = squared_singular_values(X)  # (*batch, min(m, n)), descending
+    gram = _validate.flag("gram", gram)
+    sq = squared_singular_values(unit_scaled(X))  # (*batch, min(m, n)), descending, of X / max|X|
     if not (sq[..., 0] > 0).all():
         raise ValueError("X must be nonzero: the stable rank of a zero matrix is undefined")
     return stable_rank_from_squared(sq, gram=gram)
@@ -69,7 +92,7 @@ def mu(X) -> torch.Tensor:
 
 def mu_unchecked(X) -> torch.Tensor:
     """:func:`mu` without validation, for callers that validated X (keeps the autograd graph)."""
-    return torch.linalg.matrix_norm(X - X.mean(-2, keepdim=True))
+    return frobenius_norm(X - X.mean(-2, keepdim=True))
 
 
 def spectrum(A) -> torch.Tensor:

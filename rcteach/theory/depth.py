@@ -11,6 +11,7 @@ from .spectra import c, frobenius_sq_next_order
 __all__ = ["depth_mu_factor", "depth_mu_ratio", "skip_consensus_factor", "norm_growth"]
 
 
+@_validate.finite_result
 def depth_mu_factor(T, s2, *, next_order=False) -> float:
     """Per-layer factor of mu^2 through a fresh i.i.d.-softmax layer without values: c/T.
 
@@ -27,6 +28,7 @@ def depth_mu_factor(T, s2, *, next_order=False) -> float:
     return c(s2) / T
 
 
+@_validate.finite_result
 def depth_mu_ratio(T, s2, L, *, next_order=False) -> float:
     """mu^2(X_L) / mu^2(X_0) ~ (c/T)^L after L fresh i.i.d. layers without values (expectation).
 
@@ -37,6 +39,7 @@ def depth_mu_ratio(T, s2, L, *, next_order=False) -> float:
     return depth_mu_factor(T, s2, next_order=next_order) ** L
 
 
+@_validate.finite_result
 def skip_consensus_factor(T, s2, skip=1.0) -> float:
     """Per-layer factor of mu^2 / C, C = ||X||_F^2 - mu^2 = T||xbar||^2 the consensus part, for
     the skip layer X' = X + a A X (i.i.d. A, no values): (1 + a^2 c/T) / (1 + a)^2.
@@ -50,6 +53,7 @@ def skip_consensus_factor(T, s2, skip=1.0) -> float:
     return (1.0 + skip**2 * depth_mu_factor(T, s2)) / (1.0 + skip) ** 2
 
 
+@_validate.finite_result
 def norm_growth(d, value_var, *, T=None, s2=None, centred=False) -> float:
     """Per-layer growth of ||X||_F^2 with Gaussian values N(0, sigma_V^2) (fresh, d x d).
 
