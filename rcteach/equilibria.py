@@ -177,7 +177,7 @@ def numerical_rank(X, *, rtol=1e-6) -> torch.Tensor:
 def iterate(X0, W_V, B=None, *, steps, mask=None, beta=1.0, norm="rms") -> torch.Tensor:
     """Apply the layer map ``steps`` times to X0 (*batch, N, d); returns the final state."""
     steps = _validate.integer("steps", steps, minimum=0)
-    X = X0
+    X = _validate.matrix("X0", X0, min_rows=2)
     for _ in range(steps):
         X = layer_map(X, W_V, B, mask=mask, beta=beta, norm=norm)
     return X
@@ -191,6 +191,7 @@ def polish(X, W_V, B=None, *, mask=None, beta=1.0, steps=8) -> torch.Tensor:
     stable or not.
     """
     steps = _validate.integer("steps", steps, minimum=0)
+    X = _validate.matrix("X", X, min_rows=2)
     for _ in range(steps):
         f = _flat_map(W_V, B, mask, beta, "rms", X.shape)
         x = X.reshape(-1)
@@ -235,6 +236,7 @@ def analyse(X, W_V, B=None, *, mask=None, beta=1.0, rtol=1e-6) -> Equilibrium:
 def unique_equilibria(states, *, atol=1e-6) -> list[torch.Tensor]:
     """Distinct states among ``states`` (n, N, d): those farther than ``atol`` from every earlier one."""
     states = _validate.matrix("states", states)
+    atol = _validate.real("atol", atol, minimum=0.0)
     kept: list[torch.Tensor] = []
     for X in states:  # a loop over candidate states, not tokens
         if all(float(torch.linalg.matrix_norm(X - Y)) > atol for Y in kept):
@@ -266,6 +268,8 @@ def find_equilibria(W_V, B=None, *, N, mask=None, beta=1.0, starts=64, steps=400
     N = _validate.integer("N", N, minimum=2)
     starts = _validate.integer("starts", starts, minimum=1)
     tol = _validate.real("tol", tol, positive=True)
+    steps = _validate.integer("steps", steps, minimum=0)
+    polish_steps = _validate.integer("polish_steps", polish_steps, minimum=0)
     d = W_V.shape[-1]
     X0 = random_unit_tokens(N, d, batch=starts, seed=seed, generator=generator, device=W_V.device, dtype=W_V.dtype)
     X = iterate(X0, W_V, B, steps=steps, mask=mask, beta=beta)
@@ -356,6 +360,7 @@ def rank_k_equilibrium(k, *, N, q=0.8, steps=400, polish_steps=3, dtype=torch.fl
     if k > N:
         raise ValueError(f"k must be at most N = {N}, got {k}")
     steps = _validate.integer("steps", steps, minimum=0)
+    polish_steps = _validate.integer("polish_steps", polish_steps, minimum=0)
     W_V, B = triangular_example(N, q=q, dtype=dtype, device=device)
     mask = make_mask("causal", N, device=W_V.device)
     X = torch.zeros(N, N, dtype=W_V.dtype, device=W_V.device)

@@ -128,8 +128,10 @@ def spectrum_distance(a, b) -> float:
     (Hungarian algorithm), so ordering and near-ties do not matter.
     """
     for name, v in (("a", a), ("b", b)):
-        if not isinstance(v, torch.Tensor) or v.dim() != 1:
-            raise ValueError(f"{name} must be a 1-D tensor of eigenvalues")
+        if not isinstance(v, torch.Tensor):
+            raise TypeError(f"{name} must be a 1-D tensor of eigenvalues, got {type(v).__name__}")
+        if v.dim() != 1:
+            raise ValueError(f"{name} must be a 1-D tensor of eigenvalues, got shape {tuple(v.shape)}")
         if not torch.isfinite(v).all():
             raise ValueError(f"{name} must have finite entries (found NaN or inf)")
     if a.shape != b.shape:
@@ -166,12 +168,17 @@ def decay_rate(values, start=0, stop=None, *, floor=None) -> torch.Tensor:
     Tensor, shape (*batch,)
     """
     if not isinstance(values, torch.Tensor):
-        values = torch.as_tensor(np.asarray(values, dtype=np.float64))
+        try:
+            values = torch.as_tensor(np.asarray(values, dtype=np.float64))
+        except (TypeError, ValueError):
+            raise TypeError(f"values must be a tensor or array of real numbers, got {type(values).__name__}") from None
     elif not values.is_floating_point():
         values = values.to(torch.float64)
     if values.dim() < 1:
         raise ValueError("values must have shape (L, *batch) with L >= 2 layers, got a scalar")
     L = values.shape[0]
+    if L < 2:
+        raise ValueError(f"values must have shape (L, *batch) with L >= 2 layers, got shape {tuple(values.shape)}")
     start = _validate.integer("start", start)
     stop = L if stop is None else _validate.integer("stop", stop)
     t = torch.arange(L, device=values.device, dtype=values.dtype)[start:stop]  # (n,)

@@ -26,7 +26,7 @@ def normalise(X, kind) -> torch.Tensor:
     A zero token (or, for layernorm, a constant token) is mapped to zero.
     """
     X = _validate.matrix("X", X)
-    return normalise_unchecked(X, _validate.choice("norm", kind, NORMS))
+    return normalise_unchecked(X, _validate.choice("kind", kind, NORMS))
 
 
 def normalise_unchecked(X, kind) -> torch.Tensor:

@@ -23,7 +23,7 @@ def depth_mu_factor(T, s2, *, next_order=False) -> float:
     Gaussian values N(0, sigma_V^2) multiply the factor by sigma_V^2 d; orthogonal values by 1.
     """
     T = _validate.integer("T", T, minimum=2)
-    if next_order:
+    if _validate.flag("next_order", next_order):
         return frobenius_sq_next_order(T, s2, centred=True) / T
     return c(s2) / T
 
@@ -36,6 +36,7 @@ def depth_mu_ratio(T, s2, L, *, next_order=False) -> float:
     layer, each layer's A independent of its input); wider contexts collapse faster in depth.
     """
     L = _validate.integer("L", L, minimum=0)
+    next_order = _validate.flag("next_order", next_order)
     return depth_mu_factor(T, s2, next_order=next_order) ** L
 
 
@@ -66,7 +67,7 @@ def norm_growth(d, value_var, *, T=None, s2=None, centred=False) -> float:
     """
     d = _validate.integer("d", d, minimum=1)
     value_var = _validate.real("value_var", value_var, minimum=0.0)
-    if not centred:
+    if not _validate.flag("centred", centred):
         return value_var * d
     if T is None or s2 is None:
         raise ValueError("centred=True needs T and s2")

@@ -40,7 +40,7 @@ def activation_moments(activation, s2, bias=0.0) -> tuple[float, float]:
     (mean, variance) : tuple of float
     """
     activation = _validate.choice("activation", activation, ACTIVATIONS)
-    s2 = _validate.log_variance("s2", s2)
+    s2 = _validate.real("s2", s2, minimum=0.0)  # softmax: c(s2) checks that e^s2 is finite
     bias = _validate.bias(activation, bias)
     if activation == "softmax":
         return 1.0, c(s2)

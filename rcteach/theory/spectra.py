@@ -31,7 +31,7 @@ def entry_sd(T, s2) -> float:
 @_validate.finite_result
 def frobenius_sq(s2, *, centred=False) -> float:
     """||A||_F^2 ~ 1 + c; for centred attention ||A_perp||_F^2 ~ c (leading order, any T)."""
-    return c(s2) + (0.0 if centred else 1.0)
+    return c(s2) + (0.0 if _validate.flag("centred", centred) else 1.0)
 
 
 @_validate.finite_result
@@ -68,7 +68,7 @@ def frobenius_sq_next_order(T, s2, *, centred=False) -> float:
         _validate.regime(f"frobenius_sq_next_order: the relative correction c(1 + 2c)/T = {correction:.3g} is not "
                          "small (the result is <= 0): the expansion needs c(1 + 2c) << T", stacklevel=4)
     full = (1.0 + cc) * (1.0 - correction)
-    return full - 1.0 if centred else full
+    return full - 1.0 if _validate.flag("centred", centred) else full
 
 
 @_validate.finite_result
