@@ -16,7 +16,7 @@ from collections.abc import Iterable
 
 import torch
 
-__all__ = ["LOG_FLOAT_MAX", "integer", "real", "log_variance", "flag", "choice", "bias", "batch_shape", "broadcast",
+__all__ = ["LOG_FLOAT_MAX", "integer", "seed", "real", "log_variance", "flag", "choice", "bias", "batch_shape", "broadcast",
            "device", "dtype", "matrix", "regime", "finite_result"]
 
 LOG_FLOAT_MAX = math.log(sys.float_info.max)  # ~709.78: e^x overflows float64 above it
@@ -52,6 +52,11 @@ def real(name: str, value, *, minimum: float | None = None, maximum: float | Non
     if below is not None and value >= below:
         raise ValueError(f"{name} must be < {below}, got {value}")
     return value
+
+
+def seed(value, name: str = "seed") -> int:
+    """A random seed: an int in [0, 2^64 - 1] (what ``torch.Generator.manual_seed`` accepts)."""
+    return integer(name, value, minimum=0, maximum=2**64 - 1)
 
 
 def log_variance(name: str, value) -> float:

@@ -23,7 +23,7 @@ import torch
 from . import _deprecation, _validate
 from .attention import ATTENTIONS  # noqa: F401 (re-exported: its home is rcteach.attention)
 from .device import make_generator, resolve
-from .layers import VALUES, LayerConfig, LayerWeights, draw_keep, draw_weights, forward  # noqa: F401 (VALUES)
+from .layers import VALUES, LayerConfig, LayerWeights, check_weight, draw_keep, draw_weights, forward  # noqa: F401 (VALUES)
 from .masks import check_batch_mask
 from .metrics import frobenius_norm, mu_unchecked, squared_singular_values, stable_rank_from_squared, unit_scaled
 
@@ -82,19 +82,6 @@ def _metrics(X):
     return mu_unchecked(X), sr, sr_gram, frobenius_norm(X)
 
 
-def _weight(name, W, rows, cols, batch, device, dtype):
-    """Validate an explicit weight (rows, cols) or (*batch, rows, cols) and move it to device/dtype."""
-    W = _validate.matrix(name, W)
-    if W.shape[-2] != rows or (cols is not None and W.shape[-1] != cols):
-        want = f"({rows}, {cols if cols is not None else 'd_qk'})"
-        raise ValueError(f"{name} must have shape {want} or (*batch, {want[1:]}, got {tuple(W.shape)}")
-    try:
-        torch.broadcast_shapes(W.shape[:-2], batch)
-    except RuntimeError as err:
-        raise ValueError(f"{name}'s batch shape {tuple(W.shape[:-2])} does not broadcast with X0's {batch}") from err
-    return W.to(device=device, dtype=dtype)
-
-
 def _setup(X0, depth, layer_options, *, W_Q=None, W_K=None, W_V=None, seed=None, generator=None, device=None,
            dtype=None):
     """Validate the inputs of :func:`propagate` once: X0 on its device and dtype, depth, the
@@ -120,12 +107,12 @@ def _setup(X0, depth, layer_options, *, W_Q=None, W_K=None, W_V=None, seed=None,
         if W_Q is not None and config.d_qk is not None:
             raise ValueError("pass d_qk or explicit W_Q, W_K, not both")
         if W_Q is not None:
-            W_Q = _weight("W_Q", W_Q, d, None, batch, device, dtype)
-            W_K = _weight("W_K", W_K, d, W_Q.shape[-1], batch, device, dtype)
+            W_Q = check_weight("W_Q", W_Q, d, None, batch).to(device=device, dtype=dtype)
+            W_K = check_weight("W_K", W_K, d, W_Q.shape[-1], batch).to(device=device, dtype=dtype)
     if W_V is not None:
         if config.values != "gaussian":
             raise ValueError(f"pass values={config.values!r} or an explicit W_V, not both")
-        W_V = _weight("W_V", W_V, d, d, batch, device, dtype)
+        W_V = check_weight("W_V", W_V, d, d, batch).to(device=device, dtype=dtype)
     return X0, depth, config, LayerWeights(W_Q=W_Q, W_K=W_K, W_V=W_V), make_generator(seed, generator, device)
 
 

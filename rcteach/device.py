@@ -59,5 +59,5 @@ def make_generator(seed=None, generator=None, device=None) -> torch.Generator:
     if seed is None:
         gen.seed()
     else:
-        gen.manual_seed(_validate.integer("seed", seed, minimum=0, maximum=2**64 - 1))
+        gen.manual_seed(_validate.seed(seed))
     return gen

@@ -126,7 +126,7 @@ def tangent_basis(X) -> torch.Tensor:
         raise ValueError(f"X must be a single (N, d) state here, got shape {tuple(X.shape)}")
     N, d = X.shape
     if d < 2:
-        raise ValueError("the unit sphere needs d >= 2")
+        raise ValueError(f"X must have d >= 2 columns (the unit sphere S^(d-1) needs d >= 2), got shape {tuple(X.shape)}")
     norms = torch.linalg.vector_norm(X, dim=-1)
     if not torch.allclose(norms, torch.ones_like(norms), atol=1e-8):
         raise ValueError("X must have unit-norm tokens (rows)")

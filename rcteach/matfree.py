@@ -137,7 +137,7 @@ def spectral_norm(X, *, method="lanczos", iters=None, tol=None, seed=0) -> torch
     method = _validate.choice("method", method, METHODS)
     iters = _DEFAULT_ITERS[method] if iters is None else _validate.integer("iters", iters, minimum=1)
     tol = max(1e-12, 10 * torch.finfo(X.dtype).eps) if tol is None else _validate.real("tol", tol, minimum=0.0)
-    seed = _validate.integer("seed", seed, minimum=0)
+    seed = _validate.seed(seed)
     with torch.no_grad():
         run = _lanczos if method == "lanczos" else _power
         return run(X.detach(), iters, tol, seed)
@@ -180,7 +180,7 @@ def frobenius_bulk_radius(A) -> torch.Tensor:
         raise TypeError(f"A must be a torch.Tensor, got {type(A).__name__}")
     if A.dim() < 2 or A.shape[-1] != A.shape[-2]:
         raise ValueError(f"A must have shape (*batch, T, T), got shape {tuple(A.shape)}")
-    if not A.is_floating_point():
+    if A.dtype not in _validate.DTYPES:
         raise TypeError(f"A must have a real floating dtype (float32 or float64), got {A.dtype}")
     r = torch.linalg.matrix_norm(A - A.mean(-1, keepdim=True)) / math.sqrt(A.shape[-1])  # = centre(A), no mask
     if not math.isfinite(r.sum().item()):  # NaN/inf in A reach r: one tiny reduction, not a pass over A

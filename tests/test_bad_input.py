@@ -18,6 +18,7 @@ import re
 import warnings
 from dataclasses import dataclass, field
 
+import matplotlib
 import numpy as np
 import pytest
 import torch
@@ -25,12 +26,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import rcteach as rc
-from rcteach import equilibria, matfree, norms, theory, width, wu_table
+from rcteach import equilibria, matfree, norms, plotting, theory, width, wu_table
 from rcteach._validate import LOG_FLOAT_MAX
 from rcteach.device import DEVICE_ENV
 from rcteach.layers import LayerConfig, LayerWeights
 from rcteach.logits import leading_term, qk_logits, random_qk_logits, random_logits
 
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+models = pytest.importorskip("rcteach.models")  # needs transformers (installed by requirements.txt)
 pytestmark = pytest.mark.usefixtures("cpu_env")
 
 FAST = settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
@@ -94,7 +99,7 @@ def bad_matrix(rows, cols, *, extra=()):
         return st.integers(0, 10**6).map(make)
 
     return st.one_of(
-        st.sampled_from([[[1.0, 2.0], [3.0, 4.0]], "X", 3.0, None, np.ones((rows, cols))]),
+        st.sampled_from([[[1.0, 2.0], [3.0, 4.0]], "X", 3.0, np.ones((rows, cols))]),  # None: often the default
         st.just(torch.ones(rows, dtype=F64)),  # 1-D
         st.just(torch.ones(rows, 0, dtype=F64)),  # no columns
         st.just(torch.ones(0, cols, dtype=F64)),  # no rows
@@ -153,6 +158,24 @@ class Case:
 
     def __repr__(self):
         return self.name
+
+
+def closing(figure_fn):
+    """``figure_fn`` that closes the figures it made."""
+    def call(**kwargs):
+        try:
+            return figure_fn(**kwargs)
+        finally:
+            plt.close("all")
+    return call
+
+
+def entered(context):
+    """Enter and leave the context manager ``context(**kwargs)``."""
+    def call(**kwargs):
+        with context(**kwargs):
+            pass
+    return call
 
 
 RANDOM = dict(seed=BAD_SEED, device=BAD_DEVICE, dtype=BAD_DTYPE)  # the random functions' shared arguments
@@ -240,6 +263,12 @@ CASES = [
          lambda: dict(X=X_(2), mask=rc.make_mask("causal", T)),
          dict(mask=st.sampled_from([torch.ones(3, T, T, dtype=torch.bool), torch.ones(5, 5, dtype=torch.bool),
                                     torch.ones(2, 2, T, T, dtype=torch.bool)]))),
+    Case("layer with weights", lambda X, weights: rc.layer(X, LayerConfig(), weights=weights, generator=torch.Generator()),
+         lambda: dict(X=X_(2), weights=LayerWeights()),
+         dict(weights=st.sampled_from([LayerWeights(W_V=torch.ones(3, 3, dtype=F64)), LayerWeights(logits=torch.ones(5, 5, dtype=F64)),
+                                       LayerWeights(W_Q=W_(), W_K=W_()), LayerWeights(W_V=torch.ones(D, D)),
+                                       LayerWeights(keep=torch.ones(T, T, dtype=F64)), LayerWeights(W_V=torch.ones(3, D, D, dtype=F64)),
+                                       LayerWeights(W_V=torch.full((D, D), math.nan, dtype=F64))]))),
     Case("propagate", rc.propagate, lambda: dict(X0=X_(2), depth=2, seed=0),
          dict(X0=bad_matrix(T, D, extra=[torch.ones(1, D, dtype=F64)]), depth=bad_int(minimum=0), shared=BAD_FLAG,
               keep_states=BAD_FLAG, seed=BAD_SEED, device=BAD_DEVICE, dtype=BAD_DTYPE, generator=BAD_GENERATOR,
@@ -263,7 +292,7 @@ CASES = [
     # equilibria
     Case("layer_map", equilibria.layer_map, lambda: dict(X=unit_X(), W_V=torch.eye(D, dtype=F64)),
          dict(X=bad_matrix(T, D), W_V=bad_matrix(D, D, extra=[torch.eye(D + 1, dtype=F64), torch.ones(D, D + 1, dtype=F64)]),
-              B=bad_matrix(D, D, extra=[torch.eye(D + 1, dtype=F64)]).filter(lambda B: B is not None), mask=bad_mask(T), beta=bad_real(),
+              B=bad_matrix(D, D, extra=[torch.eye(D + 1, dtype=F64)]), mask=bad_mask(T), beta=bad_real(),
               norm=choices(("rms", "layernorm")))),
     Case("random_unit_tokens", equilibria.random_unit_tokens, lambda: dict(N=3, d=2),
          dict(N=bad_int(minimum=2), d=bad_int(minimum=1), batch=BAD_BATCH, **RANDOM)),
@@ -289,6 +318,16 @@ CASES = [
          lambda: dict(W_V=torch.eye(2, dtype=F64), N=2, starts=2, steps=2, polish_steps=1, seed=0),
          dict(W_V=bad_matrix(2, 2), N=bad_int(minimum=2), starts=bad_int(minimum=1), steps=bad_int(minimum=0),
               polish_steps=bad_int(minimum=0), tol=bad_real(positive=True), beta=bad_real(), seed=BAD_SEED)),
+    # figures and real models
+    Case("plot_spectrum", closing(plotting.plot_spectrum), lambda: dict(eigenvalues=torch.ones(3, dtype=torch.complex128)),
+         dict(eigenvalues=st.sampled_from([["a", "b"], None, "ev", {1: 2}]), radius=bad_real(minimum=0.0), outlier=bad_real())),
+    Case("draw_mask", closing(plotting.draw_mask), lambda: dict(mask=rc.make_mask("causal", T)),
+         dict(mask=bad_mask(T, sized=False), layout=choices(("circular", "line")), show_self_loops=BAD_FLAG)),
+    Case("centred_attention", entered(models.centred_attention), lambda: dict(enabled=True), dict(enabled=BAD_FLAG)),
+    Case("random_embeddings", models.random_embeddings, lambda: dict(name="gpt2", T=4),
+         dict(name=choices(models.MODEL_NAMES), T=bad_int(minimum=2), batch=bad_int(minimum=1), std=bad_real(positive=True),
+              seed=BAD_SEED)),
+    Case("max_positions", models.max_positions, lambda: dict(name="gpt2"), dict(name=choices(models.MODEL_NAMES))),
     # the 128-layer table of Wu et al. (tiny)
     Case("rho_from_mu0", wu_table.rho_from_mu0, lambda: dict(mu0=2.0, T=4, d=4),
          dict(mu0=st.one_of(bad_real(positive=True), st.just(100.0)), T=bad_int(minimum=2), d=bad_int(minimum=1))),
