@@ -159,4 +159,7 @@ def leading_term(logits, s2, *, m=0.0) -> torch.Tensor:
     m = _validate.real("m", m)
     T = logits.shape[-1]
     Z = torch.exp(logits - (m + s2 / 2)) - 1  # (*batch, T, T)
+    if not torch.isfinite(Z).all():
+        raise ValueError(f"logits must be of the size N({m}, {s2}) draws have: e^(g - m - s2/2) overflows "
+                         f"{logits.dtype} (max logit {logits.max().item():.3g})")
     return 1.0 / T + (Z - Z.mean(-1, keepdim=True)) / T

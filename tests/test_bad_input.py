@@ -450,6 +450,16 @@ def test_mu_and_normalise_at_any_scale(exponent, seed):
 
 
 @FAST
+@given(exponent=EXPONENT, seed=st.integers(0, 2**32), method=st.sampled_from(matfree.METHODS))
+def test_matrix_free_estimates_at_any_scale(exponent, seed, method):
+    X = torch.randn(2, 6, 6, generator=torch.Generator().manual_seed(seed), dtype=F64)
+    s = 10.0**exponent
+    torch.testing.assert_close(matfree.spectral_norm(s * X, method=method) / s, matfree.spectral_norm(X, method=method),
+                               rtol=1e-10, atol=0)
+    torch.testing.assert_close(matfree.frobenius_bulk_radius(s * X) / s, matfree.frobenius_bulk_radius(X), rtol=1e-12, atol=0)
+
+
+@FAST
 @given(s2=st.floats(0.0, 1e6), T=st.integers(2, 64), activation=st.sampled_from(theory.ACTIVATIONS),
        centred=st.booleans(), seed=st.integers(0, 2**32))
 def test_random_attention_is_finite_at_any_s2(s2, T, activation, centred, seed):

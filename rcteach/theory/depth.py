@@ -51,6 +51,8 @@ def skip_consensus_factor(T, s2, skip=1.0) -> float:
     by sqrt(c/T): the skip slows collapse; it does not stop it.
     """
     skip = _validate.real("skip", skip)
+    if skip == -1.0:
+        raise ValueError("skip must not be -1: X + a A X keeps no consensus part at a = -1 (the factor is undefined)")
     return (1.0 + skip**2 * depth_mu_factor(T, s2)) / (1.0 + skip) ** 2
 
 
