@@ -38,7 +38,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 models = pytest.importorskip("rcteach.models")  # needs transformers (installed by requirements.txt)
 pytestmark = pytest.mark.usefixtures("cpu_env")
 
-FAST = settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+FAST = settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True, database=None)
 F64 = torch.float64
 
 # -- bad values, by the kind of argument -------------------------------------------------------------

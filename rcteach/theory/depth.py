@@ -6,7 +6,7 @@ Introduced in chapters "Rank collapse in depth" (book/05_depth.md) and "Norms an
 from __future__ import annotations
 
 from .. import _validate
-from .spectra import c, frobenius_sq_next_order
+from .spectra import frobenius_sq_next_order, leading_order_c
 
 __all__ = ["depth_mu_factor", "depth_mu_ratio", "skip_consensus_factor", "norm_growth"]
 
@@ -25,7 +25,7 @@ def depth_mu_factor(T, s2, *, next_order=False) -> float:
     T = _validate.integer("T", T, minimum=2)
     if _validate.flag("next_order", next_order):
         return frobenius_sq_next_order(T, s2, centred=True) / T
-    return c(s2) / T
+    return leading_order_c("depth_mu_factor", T, s2) / T
 
 
 @_validate.finite_result

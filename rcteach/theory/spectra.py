@@ -21,11 +21,21 @@ def c(s2) -> float:
     return math.expm1(_validate.log_variance("s2", s2))
 
 
+def leading_order_c(name, T, s2) -> float:
+    """c(s2) for a leading-order formula in 1/T, with a UserWarning when c > T (outside its regime:
+    then the bulk radius sqrt(c/T) passes the outlier 1 and the terms dropped are not small)."""
+    cc = c(s2)
+    if cc > T:
+        _validate.regime(f"{name}: c = e^s2 - 1 = {cc:.3g} exceeds T = {T}; the expansion in 1/T behind this "
+                         "formula needs c << T", stacklevel=5)
+    return cc
+
+
 @_validate.finite_result
 def entry_sd(T, s2) -> float:
     """Standard deviation of an entry of softmax attention: sd(A_ij) ~ sqrt(c) / T."""
     T = _validate.integer("T", T, minimum=2)
-    return math.sqrt(c(s2)) / T
+    return math.sqrt(leading_order_c("entry_sd", T, s2)) / T
 
 
 @_validate.finite_result
@@ -38,18 +48,14 @@ def frobenius_sq(s2, *, centred=False) -> float:
 def top_singular_value(T, s2) -> float:
     """Largest singular value of softmax attention: sigma_1(A) ~ 1 + c / (2T)."""
     T = _validate.integer("T", T, minimum=2)
-    return 1.0 + c(s2) / (2 * T)
+    return 1.0 + leading_order_c("top_singular_value", T, s2) / (2 * T)
 
 
 @_validate.finite_result
 def bulk_radius(T, s2) -> float:
     """Radius of the disc filled by the non-outlier eigenvalues of A (and of A_perp): sqrt(c/T)."""
     T = _validate.integer("T", T, minimum=2)
-    cc = c(s2)
-    if cc > T:
-        _validate.regime(f"bulk_radius: c = e^s2 - 1 = {cc:.3g} exceeds T = {T}, so the radius sqrt(c/T) passes the "
-                         "outlier 1: the expansion in 1/T needs c << T", stacklevel=4)
-    return math.sqrt(cc / T)
+    return math.sqrt(leading_order_c("bulk_radius", T, s2) / T)
 
 
 @_validate.finite_result
