@@ -69,16 +69,17 @@ def stable_rank(X, *, gram=False, method="exact") -> torch.Tensor:
     ``method="exact"`` (default) takes every s_i^2 from the eigenvalues of the smaller Gram matrix
     (:func:`squared_singular_values`); ``"lanczos"`` or ``"power"`` get s_1 matrix-free (:func:`rcteach.matfree.stable_rank`, no O(T^3) decomposition).
     """
+    gram = _validate.flag("gram", gram)
     if method != "exact":
         from . import matfree
 
         method = _validate.choice("method", method, ("exact", *matfree.METHODS))
         return matfree.stable_rank(X, gram=gram, method=method)
     X = _validate.matrix("X", X)
-    gram = _validate.flag("gram", gram)
-    sq = squared_singular_values(unit_scaled(X))  # (*batch, min(m, n)), descending, of X / max|X|
-    if not (sq[..., 0] > 0).all():
+    scale = X.abs().amax((-2, -1), keepdim=True)  # (*batch, 1, 1): the stable rank is scale-free, so
+    if not (scale > 0).all():  # divide first: no overflow at 1e200 X, no underflow to 0/0 at 1e-200 X
         raise ValueError("X must be nonzero: the stable rank of a zero matrix is undefined")
+    sq = squared_singular_values(X / scale)  # (*batch, min(m, n)), descending
     return stable_rank_from_squared(sq, gram=gram)
 
 
