@@ -142,10 +142,13 @@ def dtype(value, name: str = "dtype") -> torch.dtype:
     return value
 
 
-def matrix(name: str, x, *, square: bool = False, min_rows: int = 1) -> torch.Tensor:
-    """Check a (*batch, m, n) float32 or float64 tensor, n >= 1, m >= ``min_rows``, with finite entries."""
+def matrix(name: str, x, *, square: bool = False, min_rows: int = 1, finite: bool = True) -> torch.Tensor:
+    """Check a dense (*batch, m, n) float32 or float64 tensor, n >= 1, m >= ``min_rows``, with finite entries
+    (``finite=False``: the caller checks finiteness itself, e.g. on a cheaper reduction)."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.layout != torch.strided or x.device.type == "meta":
+        raise TypeError(f"{name} must be a dense tensor holding data, got layout {x.layout} on {x.device}")
     if x.dim() < 2:
         raise ValueError(f"{name} must have shape (*batch, m, n), got shape {tuple(x.shape)}")
     if x.dtype not in DTYPES:
@@ -156,7 +159,7 @@ def matrix(name: str, x, *, square: bool = False, min_rows: int = 1) -> torch.Te
         raise ValueError(f"{name} must have at least {min_rows} rows (tokens), got shape {tuple(x.shape)}")
     if x.shape[-1] < 1:
         raise ValueError(f"{name} must have at least one column, got shape {tuple(x.shape)}")
-    if x.numel() and not torch.isfinite(x).all():
+    if finite and x.numel() and not torch.isfinite(x).all():
         raise ValueError(f"{name} must have finite entries (found NaN or inf)")
     return x
 

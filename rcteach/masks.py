@@ -71,6 +71,8 @@ def check_mask(mask, T: int | None = None, *, name: str = "mask") -> torch.Tenso
         raise TypeError(f"{name} must be a boolean torch.Tensor, got {type(mask).__name__}")
     if mask.dtype != torch.bool:
         raise TypeError(f"{name} must have dtype torch.bool, got {mask.dtype}")
+    if mask.layout != torch.strided or mask.device.type == "meta":
+        raise TypeError(f"{name} must be a dense tensor holding data, got layout {mask.layout} on {mask.device}")
     if mask.dim() < 2 or mask.shape[-1] != mask.shape[-2] or mask.shape[-1] < 1:
         raise ValueError(f"{name} must have shape (*batch, T, T) with T >= 1, got {tuple(mask.shape)}")
     if T is not None and mask.shape[-1] != T:

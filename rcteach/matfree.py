@@ -178,12 +178,7 @@ def frobenius_bulk_radius(A) -> torch.Tensor:
     few percent above it at moderate T (tests state the tolerance).  Returns shape (*batch,),
     differentiable in A.
     """
-    if not isinstance(A, torch.Tensor):
-        raise TypeError(f"A must be a torch.Tensor, got {type(A).__name__}")
-    if A.dim() < 2 or A.shape[-1] != A.shape[-2]:
-        raise ValueError(f"A must have shape (*batch, T, T), got shape {tuple(A.shape)}")
-    if A.dtype not in _validate.DTYPES:
-        raise TypeError(f"A must have a real floating dtype (float32 or float64), got {A.dtype}")
+    A = _validate.matrix("A", A, square=True, finite=False)
     r = frobenius_norm(A - A.mean(-1, keepdim=True)) / math.sqrt(A.shape[-1])  # = centre(A), no mask
     if not math.isfinite(r.sum().item()):  # NaN/inf in A reach r: one tiny reduction, not a pass over A
         raise ValueError("A must have finite entries (found NaN or inf)")

@@ -106,6 +106,7 @@ def bad_matrix(rows, cols, *, extra=()):
         st.sampled_from([torch.int64, torch.bool, torch.complex128, torch.float16, torch.bfloat16])
           .map(lambda dt: torch.ones(rows, cols).to(dt)),
         poisoned(math.nan), poisoned(math.inf), poisoned(-math.inf),
+        st.just(torch.ones(rows, cols, dtype=F64, device="meta")), st.just(torch.ones(rows, cols, dtype=F64).to_sparse()),
         *(st.just(x) for x in extra),
     )
 
@@ -122,6 +123,7 @@ def bad_mask(T, *, extra=(), sized=True):
         st.just(torch.ones(T, dtype=torch.bool)),
         st.just(torch.ones(0, 0, dtype=torch.bool)),
         st.just(empty_row),
+        st.just(torch.ones(T, T, dtype=torch.bool).to_sparse()),
         *(st.just(x) for x in extra),
     )
 
