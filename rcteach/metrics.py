@@ -98,7 +98,10 @@ def mu_unchecked(X) -> torch.Tensor:
 
 def spectrum(A) -> torch.Tensor:
     """Eigenvalues of square A (*batch, T, T), complex, sorted by decreasing modulus."""
-    A = _validate.matrix("A", A, square=True)
+    return _spectrum(_validate.matrix("A", A, square=True))
+
+
+def _spectrum(A):
     ev = torch.linalg.eigvals(A)  # (*batch, T)
     order = ev.abs().argsort(dim=-1, descending=True, stable=True)
     return ev.gather(-1, order)
@@ -117,8 +120,8 @@ class SpectralGap(NamedTuple):
 
 
 def spectral_gap(A) -> SpectralGap:
-    """Outlier lambda_1 and bulk radius |lambda_2| of square A (*batch, T, T)."""
-    ev = spectrum(A)
+    """Outlier lambda_1 and bulk radius |lambda_2| of square A (*batch, T, T), T >= 2."""
+    ev = _spectrum(_validate.matrix("A", A, square=True, min_rows=2))
     return SpectralGap(outlier=ev[..., 0], bulk_radius=ev[..., 1].abs())
 
 

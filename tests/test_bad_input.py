@@ -233,7 +233,7 @@ CASES = [
          dict(X=bad_matrix(T, D, extra=[torch.zeros(T, D, dtype=F64)]), gram=BAD_FLAG, method=choices(("exact", "lanczos", "power")))),
     Case("mu", rc.mu, lambda: dict(X=X_()), dict(X=bad_matrix(T, D))),
     Case("spectrum", rc.spectrum, lambda: dict(A=A_()), dict(A=bad_matrix(T, T, extra=[torch.ones(T, T + 1, dtype=F64)]))),
-    Case("spectral_gap", rc.spectral_gap, lambda: dict(A=A_()), dict(A=bad_matrix(T, T))),
+    Case("spectral_gap", rc.spectral_gap, lambda: dict(A=A_()), dict(A=bad_matrix(T, T, extra=[torch.ones(1, 1, dtype=F64)]))),
     Case("spectrum_distance", rc.spectrum_distance, lambda: dict(a=torch.ones(3), b=torch.ones(3)),
          dict(a=st.sampled_from([[1.0, 2.0, 3.0], "a", torch.ones(3, 1), torch.tensor([1.0, math.nan, 0.0]), torch.ones(4)]),
               b=st.sampled_from([None, torch.ones(2), torch.tensor([math.inf, 0.0, 0.0]), [1.0, 1.0, 1.0]]))),
