@@ -29,7 +29,10 @@ def squared_singular_values(X) -> torch.Tensor:
     is all a stable rank needs.  No validation (callers validate); the graph is kept.
     """
     gram = X @ X.mT if X.shape[-2] <= X.shape[-1] else X.mT @ X  # (*batch, min(m, n), min(m, n))
-    return torch.linalg.eigvalsh(gram).clamp_min(0).flip(-1)
+    try:
+        return torch.linalg.eigvalsh(gram).clamp_min(0).flip(-1)
+    except torch.linalg.LinAlgError:  # no convergence (rare; float32 near underflow): the sturdier SVD
+        return torch.linalg.svdvals(X).square()
 
 
 def stable_rank_from_squared(sq, *, gram=False) -> torch.Tensor:

@@ -526,3 +526,18 @@ def test_deep_float32_stacks_never_crash(depth, s2, attention, norm, value_var, 
     assert finite or any("overflowed" in str(w.message) for w in caught)
     if norm == "rms":
         assert finite  # unit tokens cannot overflow
+
+
+def test_singular_values_fall_back_to_the_svd(monkeypatch):
+    """An eigensolver that does not converge (float32 near underflow) gives way to the SVD, not a crash."""
+    from rcteach.metrics import squared_singular_values
+
+    X = torch.randn(3, 4, 6, generator=torch.Generator().manual_seed(0), dtype=F64)
+    expected = squared_singular_values(X)
+
+    def no_convergence(*args, **kwargs):
+        raise torch.linalg.LinAlgError("linalg.eigh: The algorithm failed to converge")
+
+    monkeypatch.setattr(torch.linalg, "eigvalsh", no_convergence)
+    torch.testing.assert_close(squared_singular_values(X), expected, rtol=1e-12, atol=1e-14)
+    assert torch.isfinite(rc.propagate(X.float(), 3, seed=0).stable_rank).all()
