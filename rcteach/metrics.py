@@ -52,7 +52,7 @@ def unit_scaled(X) -> torch.Tensor:
     """X (*batch, m, n) divided by its largest |entry| per batch element (zero stays zero).
 
     Stable ranks are scale-free, and their squared singular values of X / max|X| neither overflow
-    nor underflow: ``stable_rank(1e200 * X) == stable_rank(X)``.  No validation.
+    nor underflow (:func:`stable_rank` divides the same way).  No validation.
     """
     return X / _max_abs(X)
 
