@@ -14,6 +14,7 @@ import sys
 import warnings
 from collections.abc import Iterable
 
+import numpy as np
 import torch
 
 __all__ = ["LOG_FLOAT_MAX", "integer", "seed", "real", "log_variance", "flag", "choice", "bias", "batch_shape", "broadcast",
@@ -68,10 +69,10 @@ def log_variance(name: str, value) -> float:
 
 
 def flag(name: str, value) -> bool:
-    """Check that ``value`` is True or False (not merely truthy)."""
-    if not isinstance(value, bool):
+    """Check that ``value`` is True or False (a Python or NumPy bool, not merely truthy)."""
+    if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be True or False, got {type(value).__name__}")
-    return value
+    return bool(value)
 
 
 def bias(activation: str, value) -> float:
