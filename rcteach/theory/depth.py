@@ -6,7 +6,8 @@ Introduced in chapters "Rank collapse in depth" (book/05_depth.md) and "Norms an
 from __future__ import annotations
 
 from .. import _validate
-from .spectra import frobenius_sq_next_order, leading_order_c
+from .spectra import c, frobenius_sq_next_order  # noqa: F401 (c: main's newer closed forms here use it)
+from .spectra import leading_order_c
 
 __all__ = ["depth_mu_factor", "depth_mu_ratio", "skip_consensus_factor", "norm_growth"]
 
