@@ -4,7 +4,9 @@
 #               the book build with warnings as errors)
 #   make vendor  (run by `make book` and the book test) fetch MathJax 3, RequireJS and the widget
 #               embedder from the npm registry into vendor/ (git-ignored): the built HTML serves
-#               them itself, so it works with no network.  Needs npm.
+#               them itself, so it works with no network.  Needs npm (from the system package
+#               manager, e.g. `sudo apt-get install npm`); without npm an existing complete vendor/
+#               is kept.  The new vendor/ is built aside and swapped in only once complete.
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -52,21 +54,39 @@ $(VENV)/.configured: $(VENV)/.installed $(shell find venv-config -type f)
 	cp -R venv-config/. $(VENV)/
 	touch $@
 
+# The files the book serves from vendor/static (checked again at build time by book/_ext/offline_html.py).
+VENDOR_FILES := $(addprefix $(VENDOR)/static/,js/require.js js/embed-amd.js mathjax/tex-mml-chtml.js)
+NPM_HINT := npm is not installed. It fetches MathJax, RequireJS and the widget embedder that the offline \
+  book serves itself. Install it with the system package manager (Debian/Ubuntu: sudo apt-get install npm; \
+  Fedora: sudo dnf install nodejs-npm; macOS: brew install node), then run make again.
+
 vendor: $(VENDOR)/.installed
 
+# Built in .vendor.new and swapped in only when complete: a failed or interrupted download never
+# removes a working vendor/.  Without npm, a complete vendor/ is kept (with a note), else it stops.
 $(VENDOR)/.installed: Makefile
-	rm -rf $(VENDOR)
-	npm install --silent --no-audit --no-fund --ignore-scripts --prefix $(VENDOR)/npm $(NPM_PACKAGES)
-	mkdir -p $(VENDOR)/static/js $(VENDOR)/static/mathjax
-	cp $(VENDOR)/npm/node_modules/requirejs/require.js $(VENDOR)/static/js/
-	cp $(VENDOR)/npm/node_modules/@jupyter-widgets/html-manager/dist/embed-amd.js \
-	   $(VENDOR)/npm/node_modules/@jupyter-widgets/html-manager/dist/*.woff* \
-	   $(VENDOR)/npm/node_modules/@jupyter-widgets/html-manager/dist/*.ttf $(VENDOR)/static/js/
-	cd $(VENDOR)/npm/node_modules/mathjax/es5 && cp -r tex-mml-chtml.js input output ui a11y adaptors sre \
-	   ../../../../static/mathjax/
-	touch $@
+	@if ! command -v npm >/dev/null 2>&1; then \
+	  if ls $(VENDOR_FILES) >/dev/null 2>&1; then \
+	    echo "make vendor: note: $(NPM_HINT) Keeping the existing, complete $(VENDOR)/." >&2; exit 0; \
+	  fi; \
+	  echo "make vendor: error: $(NPM_HINT)" >&2; \
+	  for f in $(VENDOR_FILES); do [ -e "$$f" ] || echo "  missing: $$f" >&2; done; \
+	  exit 1; \
+	fi; \
+	set -e; new=.vendor.new; rm -rf $$new; \
+	npm install --silent --no-audit --no-fund --ignore-scripts --prefix $$new/npm $(NPM_PACKAGES); \
+	mkdir -p $$new/static/js $$new/static/mathjax; \
+	cp $$new/npm/node_modules/requirejs/require.js $$new/static/js/; \
+	cp $$new/npm/node_modules/@jupyter-widgets/html-manager/dist/embed-amd.js \
+	   $$new/npm/node_modules/@jupyter-widgets/html-manager/dist/*.woff* \
+	   $$new/npm/node_modules/@jupyter-widgets/html-manager/dist/*.ttf $$new/static/js/; \
+	(cd $$new/npm/node_modules/mathjax/es5 && cp -r tex-mml-chtml.js input output ui a11y adaptors sre \
+	   ../../../../static/mathjax/); \
+	touch $$new/.installed; \
+	rm -rf .vendor.old; if [ -e $(VENDOR) ]; then mv $(VENDOR) .vendor.old; fi; \
+	mv $$new $(VENDOR); rm -rf .vendor.old
 
-book: setup vendor
+book: vendor setup
 	rm -rf _build
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(VENV)/bin/jupyter-book build . --all --warningiserror --keep-going
 	@echo "Book built: open _build/html/index.html"
@@ -83,4 +103,4 @@ bench: setup
 	$(PY) -m rcteach bench
 
 clean:
-	rm -rf _build .pytest_cache $(VENDOR)
+	rm -rf _build .pytest_cache $(VENDOR) .vendor.new .vendor.old

@@ -66,7 +66,10 @@ def centre(A: torch.Tensor, mask=None) -> torch.Tensor:
     Without a mask: A - (A1)1^T/T = A P.  For row-stochastic A: A - U.  Masked positions stay 0.
     """
     A = _validate.matrix("A", A)
-    return _centre(A, None if mask is None else check_mask(mask, A.shape[-1]))
+    if mask is not None:
+        mask = check_mask(mask, A.shape[-1])
+        _validate.broadcast("mask", mask.shape[:-2], "A", A.shape[:-2])
+    return _centre(A, mask)
 
 
 def _centre(A, mask):
@@ -85,6 +88,7 @@ def attention_map(logits: torch.Tensor, mask=None, *, activation="softmax", bias
     bias = _validate.bias(activation, bias)
     if mask is not None:
         mask = check_mask(mask, logits.shape[-1]).to(logits.device)
+        _validate.broadcast("mask", mask.shape[:-2], "logits", logits.shape[:-2])
     return _attention_map(logits, mask, activation=activation, bias=bias, centred=_validate.flag("centred", centred))
 
 

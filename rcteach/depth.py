@@ -23,9 +23,9 @@ import torch
 from . import _deprecation, _validate
 from .attention import ATTENTIONS  # noqa: F401 (re-exported: its home is rcteach.attention)
 from .device import make_generator, resolve
-from .layers import VALUES, LayerConfig, LayerWeights, draw_keep, draw_weights, forward  # noqa: F401 (VALUES)
-from .masks import check_mask
-from .metrics import mu_unchecked, squared_singular_values, stable_rank_from_squared
+from .layers import VALUES, LayerConfig, LayerWeights, check_weight, draw_keep, draw_weights, forward  # noqa: F401 (VALUES)
+from .masks import check_batch_mask
+from .metrics import frobenius_norm, mu_unchecked, squared_singular_values, stable_rank_from_squared, unit_scaled
 
 __all__ = ["Trajectory", "LayerGradients", "propagate", "weight_gradients"]
 
@@ -72,24 +72,14 @@ class LayerGradients:
 def _metrics(X):
     """μ, Frobenius and Gram stable ranks, norm of X (*batch, T, d): four (*batch,) tensors.
 
-    μ and the norm keep the autograd graph; the stable ranks, of the detached X, are NaN where X = 0.
+    μ and the norm keep the autograd graph; the stable ranks, of the detached X (scaled to max|X| = 1,
+    so that no Gram matrix overflows), are NaN where X = 0 or X is not finite (an overflowed stack).
     """
-    sq = squared_singular_values(X.detach())  # (*batch, min(T, d)), descending
+    Xs = unit_scaled(X.detach())
+    finite = torch.isfinite(Xs).all((-2, -1), keepdim=True)  # (*batch, 1, 1)
+    sq = squared_singular_values(torch.where(finite, Xs, torch.zeros_like(Xs)))  # (*batch, min(T, d)), descending
     sr, sr_gram = stable_rank_from_squared(sq), stable_rank_from_squared(sq, gram=True)
-    return mu_unchecked(X), sr, sr_gram, torch.linalg.matrix_norm(X)
-
-
-def _weight(name, W, rows, cols, batch, device, dtype):
-    """Validate an explicit weight (rows, cols) or (*batch, rows, cols) and move it to device/dtype."""
-    W = _validate.matrix(name, W)
-    if W.shape[-2] != rows or (cols is not None and W.shape[-1] != cols):
-        want = f"({rows}, {cols if cols is not None else 'd_qk'})"
-        raise ValueError(f"{name} must have shape {want} or (*batch, {want[1:]}, got {tuple(W.shape)}")
-    try:
-        torch.broadcast_shapes(W.shape[:-2], batch)
-    except RuntimeError as err:
-        raise ValueError(f"{name}'s batch shape {tuple(W.shape[:-2])} does not broadcast with X0's {batch}") from err
-    return W.to(device=device, dtype=dtype)
+    return mu_unchecked(X), sr, sr_gram, frobenius_norm(X)
 
 
 def _setup(X0, depth, layer_options, *, W_Q=None, W_K=None, W_V=None, seed=None, generator=None, device=None,
@@ -106,7 +96,7 @@ def _setup(X0, depth, layer_options, *, W_Q=None, W_K=None, W_V=None, seed=None,
     *batch, T, d = X0.shape
     batch = tuple(batch)
     if config.mask is not None:
-        config = replace(config, mask=check_mask(config.mask, T).to(device))
+        config = replace(config, mask=check_batch_mask(config.mask, X0, x_name="X0"))
     if config.attention == "iid":
         for name, W in (("W_Q", W_Q), ("W_K", W_K)):
             if W is not None:
@@ -117,12 +107,12 @@ def _setup(X0, depth, layer_options, *, W_Q=None, W_K=None, W_V=None, seed=None,
         if W_Q is not None and config.d_qk is not None:
             raise ValueError("pass d_qk or explicit W_Q, W_K, not both")
         if W_Q is not None:
-            W_Q = _weight("W_Q", W_Q, d, None, batch, device, dtype)
-            W_K = _weight("W_K", W_K, d, W_Q.shape[-1], batch, device, dtype)
+            W_Q = check_weight("W_Q", W_Q, d, None, batch).to(device=device, dtype=dtype)
+            W_K = check_weight("W_K", W_K, d, W_Q.shape[-1], batch).to(device=device, dtype=dtype)
     if W_V is not None:
         if config.values != "gaussian":
             raise ValueError(f"pass values={config.values!r} or an explicit W_V, not both")
-        W_V = _weight("W_V", W_V, d, d, batch, device, dtype)
+        W_V = check_weight("W_V", W_V, d, d, batch).to(device=device, dtype=dtype)
     return X0, depth, config, LayerWeights(W_Q=W_Q, W_K=W_K, W_V=W_V), make_generator(seed, generator, device)
 
 
@@ -132,6 +122,17 @@ def _draws(X0, depth, config, given, gen, *, shared):
     fixed = draw_weights(config, X0, gen, given=given) if shared and depth else None
     for _ in range(depth):
         yield draw_keep(config, X0, gen, fixed if fixed is not None else draw_weights(config, X0, gen, given=given))
+
+
+def _warn_overflow(norm, dtype):
+    """A UserWarning when the states overflowed ``dtype`` (norm inf or NaN), naming the first such layer."""
+    bad = ~torch.isfinite(norm.detach())  # (depth + 1, *batch)
+    if bad.any():
+        layer = int(bad.reshape(bad.shape[0], -1).any(-1).nonzero()[0])
+        _validate.regime(f"the tokens overflowed {dtype} at layer {layer}: from there on the metrics are inf or "
+                         "NaN, not measurements.  With Gaussian values "
+                         "||X||_F^2 grows by value_var * d per layer: pass value_var=1/d, a norm "
+                         "('rms', 'layernorm'), fewer layers or dtype=torch.float64", stacklevel=5)
 
 
 def _run(X0, config, draws, keep_states):
@@ -144,6 +145,7 @@ def _run(X0, config, draws, keep_states):
         if keep_states:
             states.append(X)
     mu, sr, sr_gram, norm = (torch.stack(m) for m in zip(*metrics))
+    _warn_overflow(norm, X0.dtype)
     return Trajectory(mu, sr, sr_gram, norm, torch.stack(states) if keep_states else None), X
 
 

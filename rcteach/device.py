@@ -23,34 +23,22 @@ DEVICE_ENV = "RCTEACH_DEVICE"
 def default_device() -> torch.device:
     """The device rcteach computes on when none is given.
 
-    ``$RCTEACH_DEVICE`` (any torch device string, e.g. ``"cpu"``, ``"cuda:1"``) if set, else
-    ``cuda`` when available, else ``cpu``.
+    ``$RCTEACH_DEVICE`` (a torch device string, e.g. ``"cpu"``, ``"cuda:1"``) if set, else
+    ``cuda`` when available, else ``cpu``.  A ValueError when the variable names a device this
+    machine lacks (e.g. ``RCTEACH_DEVICE=cuda`` without CUDA).
     """
     name = os.environ.get(DEVICE_ENV, "").strip()
     if name:
-        try:
-            return torch.device(name)
-        except RuntimeError as err:
-            raise ValueError(f"{DEVICE_ENV}={name!r} is not a torch device string") from err
+        return _validate.device(name, DEVICE_ENV)
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def resolve(device=None, dtype=None) -> tuple[torch.device, torch.dtype]:
     """Fill in the default device and dtype (float64 on CPU, float32 elsewhere)."""
-    if device is None:
-        device = default_device()
-    elif not isinstance(device, torch.device):
-        if not isinstance(device, str):
-            raise TypeError(f"device must be a str or torch.device, got {type(device).__name__}")
-        try:
-            device = torch.device(device)
-        except RuntimeError as err:
-            raise ValueError(f"device must be a torch device string, got {device!r}") from err
+    device = default_device() if device is None else _validate.device(device)
     if dtype is None:
         dtype = torch.float64 if device.type == "cpu" else torch.float32
-    elif dtype not in (torch.float32, torch.float64):
-        raise TypeError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
-    return device, dtype
+    return device, _validate.dtype(dtype)
 
 
 def make_generator(seed=None, generator=None, device=None) -> torch.Generator:
@@ -71,5 +59,5 @@ def make_generator(seed=None, generator=None, device=None) -> torch.Generator:
     if seed is None:
         gen.seed()
     else:
-        gen.manual_seed(_validate.integer("seed", seed, minimum=0))
+        gen.manual_seed(_validate.seed(seed))
     return gen

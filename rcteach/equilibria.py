@@ -30,9 +30,9 @@ import torch
 
 from . import _validate
 from .attention import attention_map
-from .norms import normalise
+from .norms import NORMS, normalise, normalise_unchecked
 from .device import make_generator, resolve
-from .masks import check_mask, make_mask
+from .masks import check_batch_mask, make_mask
 from .metrics import mu_unchecked
 
 __all__ = [
@@ -65,6 +65,7 @@ def _weights(X, W_V, B):
     if B.shape[-1] != d:
         raise ValueError(f"B must be ({d}, {d}) to match X's width, got shape {tuple(B.shape)}")
     for name, W in (("W_V", W_V), ("B", B)):
+        _validate.broadcast(name, W.shape[:-2], "X", X.shape[:-2])
         if W.dtype != X.dtype or W.device != X.device:
             raise TypeError(f"{name} must have X's dtype and device ({X.dtype}, {X.device}), got ({W.dtype}, {W.device})")
     return W_V, B
@@ -97,10 +98,10 @@ def layer_map(X, W_V, B=None, *, mask=None, beta=1.0, norm="rms") -> torch.Tenso
     W_V, B = _weights(X, W_V, B)
     beta = _validate.real("beta", beta)
     if mask is not None:
-        mask = check_mask(mask, X.shape[-2]).to(X.device)
+        mask = check_batch_mask(mask, X)
     logits = beta * (X @ B @ X.transpose(-2, -1))  # (*batch, N, N)
     A = attention_map(logits, mask)  # (*batch, N, N), row-stochastic on the mask
-    return normalise(A @ X @ W_V, norm)  # (*batch, N, d)
+    return normalise_unchecked(A @ X @ W_V, _validate.choice("norm", norm, NORMS))  # (*batch, N, d)
 
 
 def random_unit_tokens(N, d, *, batch=(), seed=None, generator=None, device=None, dtype=None) -> torch.Tensor:
@@ -125,7 +126,7 @@ def tangent_basis(X) -> torch.Tensor:
         raise ValueError(f"X must be a single (N, d) state here, got shape {tuple(X.shape)}")
     N, d = X.shape
     if d < 2:
-        raise ValueError("the unit sphere needs d >= 2")
+        raise ValueError(f"X must have d >= 2 columns (the unit sphere S^(d-1) needs d >= 2), got shape {tuple(X.shape)}")
     norms = torch.linalg.vector_norm(X, dim=-1)
     if not torch.allclose(norms, torch.ones_like(norms), atol=1e-8):
         raise ValueError("X must have unit-norm tokens (rows)")
@@ -176,7 +177,7 @@ def numerical_rank(X, *, rtol=1e-6) -> torch.Tensor:
 def iterate(X0, W_V, B=None, *, steps, mask=None, beta=1.0, norm="rms") -> torch.Tensor:
     """Apply the layer map ``steps`` times to X0 (*batch, N, d); returns the final state."""
     steps = _validate.integer("steps", steps, minimum=0)
-    X = X0
+    X = _validate.matrix("X0", X0, min_rows=2)
     for _ in range(steps):
         X = layer_map(X, W_V, B, mask=mask, beta=beta, norm=norm)
     return X
@@ -190,6 +191,7 @@ def polish(X, W_V, B=None, *, mask=None, beta=1.0, steps=8) -> torch.Tensor:
     stable or not.
     """
     steps = _validate.integer("steps", steps, minimum=0)
+    X = _validate.matrix("X", X, min_rows=2)
     for _ in range(steps):
         f = _flat_map(W_V, B, mask, beta, "rms", X.shape)
         x = X.reshape(-1)
@@ -234,6 +236,7 @@ def analyse(X, W_V, B=None, *, mask=None, beta=1.0, rtol=1e-6) -> Equilibrium:
 def unique_equilibria(states, *, atol=1e-6) -> list[torch.Tensor]:
     """Distinct states among ``states`` (n, N, d): those farther than ``atol`` from every earlier one."""
     states = _validate.matrix("states", states)
+    atol = _validate.real("atol", atol, minimum=0.0)
     kept: list[torch.Tensor] = []
     for X in states:  # a loop over candidate states, not tokens
         if all(float(torch.linalg.matrix_norm(X - Y)) > atol for Y in kept):
@@ -265,6 +268,8 @@ def find_equilibria(W_V, B=None, *, N, mask=None, beta=1.0, starts=64, steps=400
     N = _validate.integer("N", N, minimum=2)
     starts = _validate.integer("starts", starts, minimum=1)
     tol = _validate.real("tol", tol, positive=True)
+    steps = _validate.integer("steps", steps, minimum=0)
+    polish_steps = _validate.integer("polish_steps", polish_steps, minimum=0)
     d = W_V.shape[-1]
     X0 = random_unit_tokens(N, d, batch=starts, seed=seed, generator=generator, device=W_V.device, dtype=W_V.dtype)
     X = iterate(X0, W_V, B, steps=steps, mask=mask, beta=beta)
@@ -355,6 +360,7 @@ def rank_k_equilibrium(k, *, N, q=0.8, steps=400, polish_steps=3, dtype=torch.fl
     if k > N:
         raise ValueError(f"k must be at most N = {N}, got {k}")
     steps = _validate.integer("steps", steps, minimum=0)
+    polish_steps = _validate.integer("polish_steps", polish_steps, minimum=0)
     W_V, B = triangular_example(N, q=q, dtype=dtype, device=device)
     mask = make_mask("causal", N, device=W_V.device)
     X = torch.zeros(N, N, dtype=W_V.dtype, device=W_V.device)

@@ -29,12 +29,12 @@ from . import _validate
 from .attention import ATTENTIONS, _attention_map
 from .device import make_generator
 from .logits import _qk_logits, qk_weights
-from .masks import check_mask
-from .norms import NORMS, normalise
+from .masks import check_batch_mask, check_mask
+from .norms import NORMS, normalise_unchecked
 from .theory import LN2
 from .tokens import orthonormal_tokens
 
-__all__ = ["VALUES", "LayerConfig", "LayerWeights", "draw_weights", "draw_keep", "layer"]
+__all__ = ["VALUES", "LayerConfig", "LayerWeights", "check_weight", "draw_weights", "draw_keep", "layer"]
 
 VALUES = ("gaussian", "orthogonal", "identity")
 
@@ -95,6 +95,44 @@ class LayerWeights:
     keep: torch.Tensor | None = None  # (*batch, T, T) bool, the dropout keep mask (dropout > 0)
 
 
+def check_weight(name, W, rows, cols, batch, *, x_name="X0") -> torch.Tensor:
+    """Validate an explicit weight of shape (rows, cols) or (*batch', rows, cols), batch' broadcasting
+    with the tokens' ``batch``; ``cols=None`` accepts any number of columns (d_qk)."""
+    W = _validate.matrix(name, W)
+    if W.shape[-2] != rows or (cols is not None and W.shape[-1] != cols):
+        want = f"({rows}, {cols if cols is not None else 'd_qk'})"
+        raise ValueError(f"{name} must have shape {want} or (*batch, {want[1:]}, got {tuple(W.shape)}")
+    _validate.broadcast(name, W.shape[:-2], x_name, batch)
+    return W
+
+
+def _check_given(w: LayerWeights, config: LayerConfig, X) -> LayerWeights:
+    """Validate the explicit weights given to :func:`layer` against the tokens X (*batch, T, d)."""
+    *b, T, d = X.shape
+    if config.attention == "iid" and (w.W_Q is not None or w.W_K is not None):
+        raise ValueError("weights.W_Q and weights.W_K apply only to attention='qk'")
+    if config.attention == "qk" and w.logits is not None:
+        raise ValueError("weights.logits applies only to attention='iid'")
+    if (w.W_Q is None) != (w.W_K is None):
+        raise ValueError("pass both weights.W_Q and weights.W_K, or neither")
+    if w.logits is not None:
+        check_weight("weights.logits", w.logits, T, T, b, x_name="X")
+    if w.W_Q is not None:
+        check_weight("weights.W_Q", w.W_Q, d, None, b, x_name="X")
+        check_weight("weights.W_K", w.W_K, d, w.W_Q.shape[-1], b, x_name="X")
+    if w.W_V is not None:
+        check_weight("weights.W_V", w.W_V, d, d, b, x_name="X")
+    for name in ("logits", "W_Q", "W_K", "W_V"):
+        W = getattr(w, name)
+        if W is not None and (W.dtype != X.dtype or W.device != X.device):
+            raise TypeError(f"weights.{name} must have X's dtype and device ({X.dtype}, {X.device}), "
+                            f"got ({W.dtype}, {W.device})")
+    if w.keep is not None and (not isinstance(w.keep, torch.Tensor) or w.keep.dtype != torch.bool
+                               or tuple(w.keep.shape[-2:]) != (T, T)):
+        raise TypeError(f"weights.keep must be a boolean (*batch, {T}, {T}) tensor")
+    return w
+
+
 def draw_weights(config: LayerConfig, X, generator, *, given: LayerWeights = LayerWeights()) -> LayerWeights:
     """Draw the weights of one layer on tokens like X (*batch, T, d), except those ``given``.
 
@@ -137,11 +175,13 @@ def layer(X, config: LayerConfig, *, weights: LayerWeights | None = None, genera
     if not isinstance(config, LayerConfig):
         raise TypeError(f"config must be a rcteach.LayerConfig, got {type(config).__name__}")
     if config.mask is not None:
-        config = replace(config, mask=check_mask(config.mask, X.shape[-2]).to(X.device))
+        config = replace(config, mask=check_batch_mask(config.mask, X))
     if weights is None:
         weights = LayerWeights()
     elif not isinstance(weights, LayerWeights):
         raise TypeError(f"weights must be a rcteach.layers.LayerWeights, got {type(weights).__name__}")
+    else:
+        weights = _check_given(weights, config, X)
     gen = make_generator(None, generator, X.device)
     weights = draw_weights(config, X, gen, given=weights)
     if weights.keep is None:
@@ -163,4 +203,4 @@ def forward(X, config: LayerConfig, w: LayerWeights) -> torch.Tensor:
         Y = Y @ w.W_V
     if config.skip is not None:
         Y = X + config.skip * Y
-    return normalise(Y, config.norm)
+    return normalise_unchecked(Y, config.norm)

@@ -65,6 +65,8 @@ def qk_logits(X, W_Q, W_K, *, beta=1.0) -> torch.Tensor:
             raise ValueError(f"{name} must have {d} rows to match X's width, got shape {tuple(W.shape)}")
         if W.dtype != X.dtype or W.device != X.device:
             raise TypeError(f"{name} must have X's dtype and device ({X.dtype}, {X.device}), got ({W.dtype}, {W.device})")
+    batch = _validate.broadcast("W_Q", W_Q.shape[:-2], "X", X.shape[:-2])
+    _validate.broadcast("W_K", W_K.shape[:-2], "X and W_Q", batch)
     if W_K.shape[-1] != W_Q.shape[-1]:
         raise ValueError(f"W_Q and W_K must have the same number of columns d_qk, got {W_Q.shape[-1]} and {W_K.shape[-1]}")
     return _qk_logits(X, W_Q, W_K, beta)
@@ -157,4 +159,7 @@ def leading_term(logits, s2, *, m=0.0) -> torch.Tensor:
     m = _validate.real("m", m)
     T = logits.shape[-1]
     Z = torch.exp(logits - (m + s2 / 2)) - 1  # (*batch, T, T)
+    if not torch.isfinite(Z).all():
+        raise ValueError(f"logits must be of the size N({m}, {s2}) draws have: e^(g - m - s2/2) overflows "
+                         f"{logits.dtype} (max logit {logits.max().item():.3g})")
     return 1.0 / T + (Z - Z.mean(-1, keepdim=True)) / T

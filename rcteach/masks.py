@@ -22,6 +22,7 @@ __all__ = [
     "MASK_KINDS",
     "make_mask",
     "check_mask",
+    "check_batch_mask",
     "mask_graph",
     "is_strongly_connected",
     "is_quasi_strongly_connected",
@@ -54,7 +55,7 @@ def make_mask(kind, T, *, window=None, device=None) -> torch.Tensor:
         if window is None:
             raise ValueError(f"window is required for kind={kind!r}")
         window = _validate.integer("window", window, minimum=0)
-    i = torch.arange(T, device=device)
+    i = torch.arange(T, device=None if device is None else _validate.device(device))
     lag = i[:, None] - i[None, :]  # (T, T): i - j
     if kind == "complete":
         return torch.ones(T, T, dtype=torch.bool, device=device)
@@ -71,13 +72,25 @@ def check_mask(mask, T: int | None = None, *, name: str = "mask") -> torch.Tenso
         raise TypeError(f"{name} must be a boolean torch.Tensor, got {type(mask).__name__}")
     if mask.dtype != torch.bool:
         raise TypeError(f"{name} must have dtype torch.bool, got {mask.dtype}")
-    if mask.dim() < 2 or mask.shape[-1] != mask.shape[-2]:
-        raise ValueError(f"{name} must have shape (*batch, T, T), got {tuple(mask.shape)}")
+    if mask.layout != torch.strided or mask.device.type == "meta":
+        raise TypeError(f"{name} must be a dense tensor holding data, got layout {mask.layout} on {mask.device}")
+    if mask.dim() < 2 or mask.shape[-1] != mask.shape[-2] or mask.shape[-1] < 1:
+        raise ValueError(f"{name} must have shape (*batch, T, T) with T >= 1, got {tuple(mask.shape)}")
     if T is not None and mask.shape[-1] != T:
         raise ValueError(f"{name} must be {T} x {T} to match the {T} tokens, got {tuple(mask.shape)}")
-    if not mask.any(-1).all():
+    if mask.numel() and not mask.any(-1).all():
         raise ValueError(f"{name} must allow at least one position in every row")
     return mask
+
+
+def check_batch_mask(mask, X, *, name: str = "mask", x_name: str = "X") -> torch.Tensor:
+    """Validate a mask for tokens X (*batch, T, d): (T, T) or a batch of masks that broadcasts to X's
+    batch shape (it must not enlarge it); returned on X's device."""
+    mask = check_mask(mask, X.shape[-2], name=name)
+    if _validate.broadcast(name, mask.shape[:-2], x_name, X.shape[:-2]) != tuple(X.shape[:-2]):
+        raise ValueError(f"{name}'s batch shape {tuple(mask.shape[:-2])} must broadcast to {x_name}'s "
+                         f"{tuple(X.shape[:-2])}, not enlarge it")
+    return mask.to(X.device)
 
 
 def mask_graph(mask) -> nx.DiGraph:

@@ -18,7 +18,7 @@ from scipy.optimize import linear_sum_assignment
 
 from . import _validate
 
-__all__ = ["squared_singular_values", "stable_rank_from_squared", "stable_rank", "mu", "mu_unchecked", "spectrum", "SpectralGap", "spectral_gap", "spectrum_distance", "decay_rate"]
+__all__ = ["squared_singular_values", "stable_rank_from_squared", "unit_scaled", "frobenius_norm", "stable_rank", "mu", "mu_unchecked", "spectrum", "SpectralGap", "spectral_gap", "spectrum_distance", "decay_rate"]
 
 
 def squared_singular_values(X) -> torch.Tensor:
@@ -29,7 +29,10 @@ def squared_singular_values(X) -> torch.Tensor:
     is all a stable rank needs.  No validation (callers validate); the graph is kept.
     """
     gram = X @ X.mT if X.shape[-2] <= X.shape[-1] else X.mT @ X  # (*batch, min(m, n), min(m, n))
-    return torch.linalg.eigvalsh(gram).clamp_min(0).flip(-1)
+    try:
+        return torch.linalg.eigvalsh(gram).clamp_min(0).flip(-1)
+    except torch.linalg.LinAlgError:  # no convergence (rare; float32 near underflow): the sturdier SVD
+        return torch.linalg.svdvals(X).square()
 
 
 def stable_rank_from_squared(sq, *, gram=False) -> torch.Tensor:
@@ -37,6 +40,28 @@ def stable_rank_from_squared(sq, *, gram=False) -> torch.Tensor:
     ``gram=True`` sum s_i^4 / s_1^4.  NaN where s_1 = 0 (X zero: undefined).  No validation."""
     p = sq.square() if gram else sq
     return p.sum(-1) / p[..., 0]
+
+
+def _max_abs(X) -> torch.Tensor:
+    """max |X_ij| per batch element, (*batch, 1, 1), detached; 1 where X is zero."""
+    scale = X.detach().abs().amax((-2, -1), keepdim=True)
+    return torch.where(scale > 0, scale, torch.ones_like(scale))
+
+
+def unit_scaled(X) -> torch.Tensor:
+    """X (*batch, m, n) divided by its largest |entry| per batch element (zero stays zero).
+
+    Stable ranks are scale-free, and their squared singular values of X / max|X| neither overflow
+    nor underflow (:func:`stable_rank` divides the same way).  No validation.
+    """
+    return X / _max_abs(X)
+
+
+def frobenius_norm(X) -> torch.Tensor:
+    """||X||_F of X (*batch, m, n), shape (*batch,), computed as s ||X / s||_F with s = max|X|, so that
+    it neither overflows nor underflows where the result is a finite float.  Keeps the graph; no validation."""
+    scale = _max_abs(X)
+    return scale[..., 0, 0] * torch.linalg.matrix_norm(X / scale)
 
 
 def stable_rank(X, *, gram=False, method="exact") -> torch.Tensor:
@@ -47,6 +72,7 @@ def stable_rank(X, *, gram=False, method="exact") -> torch.Tensor:
     ``method="exact"`` (default) takes every s_i^2 from the eigenvalues of the smaller Gram matrix
     (:func:`squared_singular_values`); ``"lanczos"`` or ``"power"`` get s_1 matrix-free (:func:`rcteach.matfree.stable_rank`, no O(T^3) decomposition).
     """
+    gram = _validate.flag("gram", gram)
     if method != "exact":
         from . import matfree
 
@@ -70,12 +96,15 @@ def mu(X) -> torch.Tensor:
 
 def mu_unchecked(X) -> torch.Tensor:
     """:func:`mu` without validation, for callers that validated X (keeps the autograd graph)."""
-    return torch.linalg.matrix_norm(X - X.mean(-2, keepdim=True))
+    return frobenius_norm(X - X.mean(-2, keepdim=True))
 
 
 def spectrum(A) -> torch.Tensor:
     """Eigenvalues of square A (*batch, T, T), complex, sorted by decreasing modulus."""
-    A = _validate.matrix("A", A, square=True)
+    return _spectrum(_validate.matrix("A", A, square=True))
+
+
+def _spectrum(A):
     ev = torch.linalg.eigvals(A)  # (*batch, T)
     order = ev.abs().argsort(dim=-1, descending=True, stable=True)
     return ev.gather(-1, order)
@@ -94,8 +123,8 @@ class SpectralGap(NamedTuple):
 
 
 def spectral_gap(A) -> SpectralGap:
-    """Outlier lambda_1 and bulk radius |lambda_2| of square A (*batch, T, T)."""
-    ev = spectrum(A)
+    """Outlier lambda_1 and bulk radius |lambda_2| of square A (*batch, T, T), T >= 2."""
+    ev = _spectrum(_validate.matrix("A", A, square=True, min_rows=2))
     return SpectralGap(outlier=ev[..., 0], bulk_radius=ev[..., 1].abs())
 
 
@@ -106,8 +135,10 @@ def spectrum_distance(a, b) -> float:
     (Hungarian algorithm), so ordering and near-ties do not matter.
     """
     for name, v in (("a", a), ("b", b)):
-        if not isinstance(v, torch.Tensor) or v.dim() != 1:
-            raise ValueError(f"{name} must be a 1-D tensor of eigenvalues")
+        if not isinstance(v, torch.Tensor):
+            raise TypeError(f"{name} must be a 1-D tensor of eigenvalues, got {type(v).__name__}")
+        if v.dim() != 1:
+            raise ValueError(f"{name} must be a 1-D tensor of eigenvalues, got shape {tuple(v.shape)}")
         if not torch.isfinite(v).all():
             raise ValueError(f"{name} must have finite entries (found NaN or inf)")
     if a.shape != b.shape:
@@ -144,12 +175,17 @@ def decay_rate(values, start=0, stop=None, *, floor=None) -> torch.Tensor:
     Tensor, shape (*batch,)
     """
     if not isinstance(values, torch.Tensor):
-        values = torch.as_tensor(np.asarray(values, dtype=np.float64))
+        try:
+            values = torch.as_tensor(np.asarray(values, dtype=np.float64))
+        except (TypeError, ValueError):
+            raise TypeError(f"values must be a tensor or array of real numbers, got {type(values).__name__}") from None
     elif not values.is_floating_point():
         values = values.to(torch.float64)
     if values.dim() < 1:
         raise ValueError("values must have shape (L, *batch) with L >= 2 layers, got a scalar")
     L = values.shape[0]
+    if L < 2:
+        raise ValueError(f"values must have shape (L, *batch) with L >= 2 layers, got shape {tuple(values.shape)}")
     start = _validate.integer("start", start)
     stop = L if stop is None else _validate.integer("stop", stop)
     t = torch.arange(L, device=values.device, dtype=values.dtype)[start:stop]  # (n,)

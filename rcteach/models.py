@@ -108,7 +108,7 @@ def centred_attention(enabled: bool = True):
     the outlier eigenvalue 1 goes to 0 and the rest of the spectrum is kept.  Nesting is allowed;
     ``enabled=False`` switches centring off inside an enclosing block.
     """
-    token = _CENTRED.set(bool(enabled))
+    token = _CENTRED.set(_validate.flag("enabled", enabled))
     try:
         yield
     finally:
@@ -160,7 +160,7 @@ def build_model(name, *, seed=0, dtype=torch.float64, **overrides):
     dropout zeroes whole rows under sparse masks and keeps causal tokens apart (chapter "LayerNorm").
     """
     key = _check_name(name)
-    seed = _validate.integer("seed", seed, minimum=0)
+    seed = _validate.seed(seed)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
     cfg = model_config(key, **overrides)
@@ -266,7 +266,7 @@ def random_embeddings(name, T, *, batch=1, std=INIT_STD, seed=0, dtype=torch.flo
         raise ValueError(f"T = {T} exceeds the {max_positions(key)} positions of {key!r}")
     batch = _validate.integer("batch", batch, minimum=1)
     std = _validate.real("std", std, positive=True)
-    seed = _validate.integer("seed", seed, minimum=0)
+    seed = _validate.seed(seed)
     d = 312 if key == "tinybert" else 768
     g = torch.Generator().manual_seed(seed)
     return std * torch.randn(batch, T, d, generator=g, dtype=dtype)
@@ -337,6 +337,7 @@ def measure(model, input_ids=None, *, inputs_embeds=None, centred=False, spectra
     keep : iterable of 0-based layer indices
         Layers whose attention probabilities and full spectra are returned.
     """
+    centred = _validate.flag("centred", centred)
     key = getattr(model, "rcteach_name", None)
     if key is None:
         raise TypeError("model must come from rcteach.models.build_model")

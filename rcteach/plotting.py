@@ -8,6 +8,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
+from . import _validate
+
 __all__ = ["axes", "plot_spectrum", "draw_mask"]
 
 
@@ -32,7 +34,11 @@ def plot_spectrum(eigenvalues, *, radius=None, outlier=None, title="Eigenvalues"
     circle |z| = radius; ``outlier``: mark the predicted outlier position on the real axis.
     """
     ev = eigenvalues.detach().cpu().numpy() if isinstance(eigenvalues, torch.Tensor) else np.asarray(eigenvalues)
+    if ev.dtype.kind not in "iufc":
+        raise TypeError(f"eigenvalues must be a tensor or array of numbers, got {type(eigenvalues).__name__}")
     ev = ev.ravel()
+    radius = None if radius is None else _validate.real("radius", radius, minimum=0.0)
+    outlier = None if outlier is None else _validate.real("outlier", outlier)
     fig, ax = axes(title, "Re λ", "Im λ", ax=ax)
     ax.scatter(ev.real, ev.imag, s=scatter.pop("s", 4), alpha=scatter.pop("alpha", 0.6), label=label or "eigenvalues", **scatter)
     if radius is not None:
@@ -75,8 +81,8 @@ def draw_mask(mask, ax=None, *, title="Mask", layout="circular", show_self_loops
     mask = check_mask(mask)
     if mask.dim() != 2:
         raise ValueError(f"mask must be a single (T, T) mask, got shape {tuple(mask.shape)}")
-    if layout not in ("circular", "line"):
-        raise ValueError(f"layout must be 'circular' or 'line'; got {layout!r}")
+    layout = _validate.choice("layout", layout, ("circular", "line"))
+    show_self_loops = _validate.flag("show_self_loops", show_self_loops)
     if ax is None:
         fig, (ax_m, ax_g) = plt.subplots(1, 2, figsize=(8.5, 4.0), facecolor="white", layout="constrained")
     else:

@@ -83,7 +83,7 @@ def logit_s2(d, norm, *, torch_init=True) -> float:
     """
     d = _validate.integer("d", d, minimum=1)
     norm = _validate.choice("norm", norm, NORMS[1:])
-    target = 1.0 / 9.0 if torch_init else 1.0
+    target = 1.0 / 9.0 if _validate.flag("torch_init", torch_init) else 1.0
     return target / d**2 if norm == "layernorm" else target
 
 
@@ -105,6 +105,9 @@ def layernorm_runs(*, T=100, d=128, depth=128, seeds=4, window=3, norm="layernor
     T = _validate.integer("T", T, minimum=2)
     d = _validate.integer("d", d, minimum=1)
     seeds = _validate.integer("seeds", seeds, minimum=1)
+    window = None if window is None else _validate.integer("window", window, minimum=0)
+    if isinstance(masks, str) or not isinstance(masks, (tuple, list)):
+        raise TypeError(f"masks must be a tuple of mask kinds, got {type(masks).__name__}")
     norm = _validate.choice("norm", norm, NORMS[1:])
     s2 = logit_s2(d, norm) if s2 is None else _validate.real("s2", s2, minimum=0.0)
     X0 = gaussian_tokens(T, d, rho=rho, batch=seeds, seed=seed, device=device, dtype=dtype)
@@ -157,6 +160,8 @@ def layernorm_table(*, layers=(0, 32, 64, 96, 128), **settings) -> list[LNRow]:
     ``settings`` go to :func:`layernorm_runs` (``depth`` defaults to max(layers)).  Returns a
     tidy list of :class:`LNRow`, mask-major.
     """
+    if not isinstance(layers, (tuple, list)) or not layers:
+        raise TypeError(f"layers must be a non-empty tuple of ints, got {layers!r}")
     layers = tuple(_validate.integer("layers", l, minimum=0) for l in layers)
     settings.setdefault("depth", max(layers))
     rows = []
@@ -179,6 +184,8 @@ def format_table(rows, *, published=None, scale=1.0) -> Table:
     published d = 768 (mu of LayerNorm-ed tokens scales as sqrt(d)).
     """
     scale = _validate.real("scale", scale, positive=True)
+    if not isinstance(rows, (list, tuple)) or not all(isinstance(r, LNRow) for r in rows):
+        raise TypeError("rows must be a list of LNRow, as layernorm_table returns")
     masks = list(dict.fromkeys(r.mask for r in rows))
     layers = list(dict.fromkeys(r.layer for r in rows))
     cell = {(r.mask, r.layer): f"{scale * r.mean:.3g} ({scale * r.std:.2g})" for r in rows}

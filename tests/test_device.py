@@ -23,11 +23,21 @@ def test_default_device_blank_env_is_ignored(monkeypatch):
     assert default_device() == torch.device(expected)
 
 
-@pytest.mark.parametrize("name, expected", [("cpu", "cpu"), (" cpu ", "cpu"), ("meta", "meta"), ("cuda:1", "cuda:1")])
+@pytest.mark.parametrize("name, expected", [("cpu", "cpu"), (" cpu ", "cpu"), ("meta", "meta")])
 def test_default_device_from_env(monkeypatch, name, expected):
-    # torch.device() only parses the string; no CUDA is needed for "cuda:1".
     monkeypatch.setenv(DEVICE_ENV, name)
     assert default_device() == torch.device(expected)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+@pytest.mark.parametrize("name", ["cuda", "cuda:1"])
+def test_cuda_without_cuda_is_a_clear_error(monkeypatch, name):
+    monkeypatch.setenv(DEVICE_ENV, name)
+    with pytest.raises(ValueError, match=f"{DEVICE_ENV}=.*CUDA is not available"):
+        gaussian_tokens(4, 4, seed=0)
+    monkeypatch.delenv(DEVICE_ENV)
+    with pytest.raises(ValueError, match="device=.*CUDA is not available"):
+        random_attention(4, device=name)
 
 
 def test_invalid_env_raises_value_error_naming_the_variable(monkeypatch):

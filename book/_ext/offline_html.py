@@ -1,4 +1,10 @@
-"""Sphinx extension for an offline book: no script that points at a CDN, no script twice.
+"""Sphinx extension for an offline book: every vendored file present, no script that points at a CDN,
+no script twice.
+
+The book serves MathJax, RequireJS and the widget embedder itself (``_config.yml``: ``mathjax_path``
+and the ``nb_ipywidgets_js`` files, found in ``html_static_path``, filled by ``make vendor``).  If one
+is missing, or configured as a URL, the build stops with an error saying so (and how to get it),
+instead of producing pages that fetch it from a CDN or silently lack it.
 
 sphinx-thebe (always loaded by Jupyter Book 1) adds an inline script naming a CDN
 (``const THEBE_JS_URL = "https://unpkg.com/..."``) and, on a full build, adds it twice, which is a
@@ -13,8 +19,27 @@ the browser with no kernel (:mod:`rcteach.precomputed`).
 from __future__ import annotations
 
 import os
+from pathlib import Path
+
+from sphinx.errors import ConfigError
 
 STATIC_BOOK = "RCTEACH_STATIC_BOOK"  # rcteach.precomputed.STATIC_BOOK (not imported: Sphinx runs without it)
+
+
+def _check_vendored(app):
+    """Raise ConfigError unless every vendored script is a local file in ``html_static_path``."""
+    cfg = app.config
+    static = [Path(app.confdir, p) for p in cfg.html_static_path]
+    wanted = [cfg.mathjax_path, *(getattr(cfg, "nb_ipywidgets_js", None) or {})]
+    problems = [f"html_static_path entry {p} does not exist" for p in static if not p.is_dir()]
+    for name in wanted:
+        if "://" in str(name) or str(name).startswith("//"):
+            problems.append(f"{name} is a URL: the offline book serves its scripts itself")
+        elif not any((p / name).is_file() for p in static):
+            problems.append(f"{name} is in none of {', '.join(str(p) for p in static)}")
+    if problems:
+        raise ConfigError("vendored front-end files missing (run `make vendor`; it needs npm from the system "
+                          "package manager, e.g. `sudo apt-get install npm`):\n  " + "\n  ".join(problems))
 
 
 def _prune_scripts(app, pagename, templatename, context, doctree):
@@ -37,5 +62,6 @@ def _prune_scripts(app, pagename, templatename, context, doctree):
 
 def setup(app):
     os.environ[STATIC_BOOK] = "1"  # inherited by the kernels myst-nb starts to execute the chapters
+    app.connect("builder-inited", _check_vendored)
     app.connect("html-page-context", _prune_scripts, priority=900)  # after myst-nb adds its scripts
     return {"parallel_read_safe": True, "parallel_write_safe": True}

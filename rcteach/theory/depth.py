@@ -8,11 +8,13 @@ from __future__ import annotations
 import math
 
 from .. import _validate
-from .spectra import c, frobenius_sq_next_order
+from .spectra import c, frobenius_sq_next_order  # noqa: F401 (c: main's newer closed forms here use it)
+from .spectra import leading_order_c
 
 __all__ = ["depth_mu_factor", "depth_mu_ratio", "skip_consensus_factor", "norm_growth", "centred_depth_gram_stable_rank", "first_value_gradient_rms"]
 
 
+@_validate.finite_result
 def depth_mu_factor(T, s2, *, next_order=False) -> float:
     """Per-layer factor of mu^2 through a fresh i.i.d.-softmax layer without values: c/T.
 
@@ -24,11 +26,12 @@ def depth_mu_factor(T, s2, *, next_order=False) -> float:
     Gaussian values N(0, sigma_V^2) multiply the factor by sigma_V^2 d; orthogonal values by 1.
     """
     T = _validate.integer("T", T, minimum=2)
-    if next_order:
+    if _validate.flag("next_order", next_order):
         return frobenius_sq_next_order(T, s2, centred=True) / T
-    return c(s2) / T
+    return leading_order_c("depth_mu_factor", T, s2) / T
 
 
+@_validate.finite_result
 def depth_mu_ratio(T, s2, L, *, next_order=False) -> float:
     """mu^2(X_L) / mu^2(X_0) ~ (c/T)^L after L fresh i.i.d. layers without values (expectation).
 
@@ -36,9 +39,11 @@ def depth_mu_ratio(T, s2, L, *, next_order=False) -> float:
     layer, each layer's A independent of its input); wider contexts collapse faster in depth.
     """
     L = _validate.integer("L", L, minimum=0)
+    next_order = _validate.flag("next_order", next_order)
     return depth_mu_factor(T, s2, next_order=next_order) ** L
 
 
+@_validate.finite_result
 def skip_consensus_factor(T, s2, skip=1.0) -> float:
     """Per-layer factor of mu^2 / C, C = ||X||_F^2 - mu^2 = T||xbar||^2 the consensus part, for
     the skip layer X' = X + a A X (i.i.d. A, no values): (1 + a^2 c/T) / (1 + a)^2.
@@ -49,9 +54,12 @@ def skip_consensus_factor(T, s2, skip=1.0) -> float:
     by sqrt(c/T): the skip slows collapse; it does not stop it.
     """
     skip = _validate.real("skip", skip)
+    if skip == -1.0:
+        raise ValueError("skip must not be -1: X + a A X keeps no consensus part at a = -1 (the factor is undefined)")
     return (1.0 + skip**2 * depth_mu_factor(T, s2)) / (1.0 + skip) ** 2
 
 
+@_validate.finite_result
 def norm_growth(d, value_var, *, T=None, s2=None, centred=False) -> float:
     """Per-layer growth of ||X||_F^2 with Gaussian values N(0, sigma_V^2) (fresh, d x d).
 
@@ -64,7 +72,7 @@ def norm_growth(d, value_var, *, T=None, s2=None, centred=False) -> float:
     """
     d = _validate.integer("d", d, minimum=1)
     value_var = _validate.real("value_var", value_var, minimum=0.0)
-    if not centred:
+    if not _validate.flag("centred", centred):
         return value_var * d
     if T is None or s2 is None:
         raise ValueError("centred=True needs T and s2")

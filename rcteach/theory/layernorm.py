@@ -12,6 +12,7 @@ from .. import _validate
 __all__ = ["dropout_front", "dropout_front_mu", "gaussian_value_lyapunov", "gaussian_value_rate"]
 
 
+@_validate.finite_result
 def dropout_front(T, depth, p) -> list[list[float]]:
     """Distribution of the zero front k_t of causal attention with dropout p and normalisation.
 
@@ -44,6 +45,7 @@ def dropout_front(T, depth, p) -> list[list[float]]:
     return out
 
 
+@_validate.finite_result
 def dropout_front_mu(T, depth, p, *, token_norm_sq=1.0) -> tuple[list[float], list[float]]:
     """Mean and standard deviation of mu(X_t), t = 0..depth, for the zero front of :func:`dropout_front`.
 

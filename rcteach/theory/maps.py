@@ -16,6 +16,7 @@ __all__ = ["ACTIVATIONS", "activation_moments", "outlier", "map_bulk_radius", "g
 ACTIVATIONS = ("softmax", "relu", "sigmoid")  # the attention maps f of rcteach.attention_map
 
 
+@_validate.finite_result
 def activation_moments(activation, s2, bias=0.0) -> tuple[float, float]:
     """Mean and variance of f(g), g ~ N(0, s2), for the element-wise form of an attention map.
 
@@ -39,7 +40,7 @@ def activation_moments(activation, s2, bias=0.0) -> tuple[float, float]:
     (mean, variance) : tuple of float
     """
     activation = _validate.choice("activation", activation, ACTIVATIONS)
-    s2 = _validate.real("s2", s2, minimum=0.0)
+    s2 = _validate.real("s2", s2, minimum=0.0)  # softmax: c(s2) checks that e^s2 is finite
     bias = _validate.bias(activation, bias)
     if activation == "softmax":
         return 1.0, c(s2)
@@ -64,6 +65,7 @@ def activation_moments(activation, s2, bias=0.0) -> tuple[float, float]:
     return (mean if bias <= 0 else 1.0 - mean), var
 
 
+@_validate.finite_result
 def outlier(activation, s2, bias=0.0) -> float:
     """The outlier eigenvalue of attention with an element-wise map: lambda_1 ~ E f(g).
 
@@ -74,6 +76,7 @@ def outlier(activation, s2, bias=0.0) -> float:
     return activation_moments(activation, s2, bias)[0]
 
 
+@_validate.finite_result
 def map_bulk_radius(T, activation, s2, bias=0.0) -> float:
     """Radius of the disc of non-outlier eigenvalues of an attention map: sqrt(Var f(g) / T).
 
@@ -84,6 +87,7 @@ def map_bulk_radius(T, activation, s2, bias=0.0) -> float:
     return math.sqrt(activation_moments(activation, s2, bias)[1] / T)
 
 
+@_validate.finite_result
 def gap_ratio(T, activation, s2, bias=0.0) -> float:
     """Size of the spectral gap, |outlier| / bulk radius ~ sqrt(T) E f / sd f.
 
@@ -97,6 +101,7 @@ def gap_ratio(T, activation, s2, bias=0.0) -> float:
     return math.sqrt(T) * abs(mean) / math.sqrt(var)
 
 
+@_validate.finite_result
 def relative_gap(activation, s2, bias=0.0) -> float:
     """gap_ratio(map) / gap_ratio(softmax) at the same logit variance: sqrt(c) E f / sd f.
 

@@ -14,6 +14,7 @@ from .. import _validate
 __all__ = ["causal_consensus_rate", "sliding_consensus_rate", "window_hops"]
 
 
+@_validate.finite_result
 def causal_consensus_rate(window=None) -> float:
     """|lambda_2| = 1/2 for uniform attention on a causal or sliding-causal mask (any T >= 2).
 
@@ -31,6 +32,7 @@ def causal_consensus_rate(window=None) -> float:
     return 1.0 if window == 0 else 0.5
 
 
+@_validate.finite_result
 def sliding_consensus_rate(T, window) -> float:
     """|lambda_2| of uniform attention on a bidirectional sliding window, leading order in w/T.
 
@@ -50,6 +52,7 @@ def sliding_consensus_rate(T, window) -> float:
     return 1.0 - math.pi**2 * window * (window + 1) / (6.0 * T**2)
 
 
+@_validate.finite_result
 def window_hops(T, window) -> int:
     """ceil((T - 1) / w): the diameter of the sliding mask and the centre eccentricity of the
     sliding-causal mask of window w on T tokens (each hop moves at most w positions)."""

@@ -15,34 +15,50 @@ __all__ = ["LN2", "c", "entry_sd", "frobenius_sq", "top_singular_value", "top_si
 LN2 = math.log(2.0)  # the logit variance of the Mind-the-Gap code: e^g then has variance 1 (c = 1)
 
 
+@_validate.finite_result
 def c(s2) -> float:
     """c = e^{s2} - 1 = Var(e^g) / (E e^g)^2 for g ~ N(m, s2)."""
-    return math.expm1(_validate.real("s2", s2, minimum=0.0))
+    return math.expm1(_validate.log_variance("s2", s2))
 
 
+def leading_order_c(name, T, s2) -> float:
+    """c(s2) for a leading-order formula in 1/T, with a UserWarning when c > T (outside its regime:
+    then the bulk radius sqrt(c/T) passes the outlier 1 and the terms dropped are not small)."""
+    cc = c(s2)
+    if cc > T:
+        _validate.regime(f"{name}: c = e^s2 - 1 = {cc:.3g} exceeds T = {T}; the expansion in 1/T behind this "
+                         "formula needs c << T", stacklevel=5)
+    return cc
+
+
+@_validate.finite_result
 def entry_sd(T, s2) -> float:
     """Standard deviation of an entry of softmax attention: sd(A_ij) ~ sqrt(c) / T."""
     T = _validate.integer("T", T, minimum=2)
-    return math.sqrt(c(s2)) / T
+    return math.sqrt(leading_order_c("entry_sd", T, s2)) / T
 
 
+@_validate.finite_result
 def frobenius_sq(s2, *, centred=False) -> float:
     """||A||_F^2 ~ 1 + c; for centred attention ||A_perp||_F^2 ~ c (leading order, any T)."""
-    return c(s2) + (0.0 if centred else 1.0)
+    return c(s2) + (0.0 if _validate.flag("centred", centred) else 1.0)
 
 
+@_validate.finite_result
 def top_singular_value(T, s2) -> float:
     """Largest singular value of softmax attention: sigma_1(A) ~ 1 + c / (2T)."""
     T = _validate.integer("T", T, minimum=2)
-    return 1.0 + c(s2) / (2 * T)
+    return 1.0 + leading_order_c("top_singular_value", T, s2) / (2 * T)
 
 
+@_validate.finite_result
 def bulk_radius(T, s2) -> float:
     """Radius of the disc filled by the non-outlier eigenvalues of A (and of A_perp): sqrt(c/T)."""
     T = _validate.integer("T", T, minimum=2)
-    return math.sqrt(c(s2) / T)
+    return math.sqrt(leading_order_c("bulk_radius", T, s2) / T)
 
 
+@_validate.finite_result
 def frobenius_sq_next_order(T, s2, *, centred=False) -> float:
     """||A||_F^2 to next order in 1/T: (1 + c)(1 - c(1 + 2c)/T); centred: that minus 1.
 
@@ -53,10 +69,15 @@ def frobenius_sq_next_order(T, s2, *, centred=False) -> float:
     """
     T = _validate.integer("T", T, minimum=2)
     cc = c(s2)
-    full = (1.0 + cc) * (1.0 - cc * (1.0 + 2.0 * cc) / T)
-    return full - 1.0 if centred else full
+    correction = cc * (1.0 + 2.0 * cc) / T
+    if correction >= 1.0:
+        _validate.regime(f"frobenius_sq_next_order: the relative correction c(1 + 2c)/T = {correction:.3g} is not "
+                         "small (the result is <= 0): the expansion needs c(1 + 2c) << T", stacklevel=4)
+    full = (1.0 + cc) * (1.0 - correction)
+    return full - 1.0 if _validate.flag("centred", centred) else full
 
 
+@_validate.finite_result
 def leading_term_residual(T, s2) -> float:
     """Relative size of what the 1/T expansion leaves out: ||A - U - ZP/T||_F / ||ZP/T||_F ~ sqrt(c/T).
 
@@ -67,6 +88,7 @@ def leading_term_residual(T, s2) -> float:
     return bulk_radius(T, s2)
 
 
+@_validate.finite_result
 def eigenvalue_median_modulus(T, s2) -> float:
     """Median modulus of the bulk eigenvalues of A: sqrt(c/(2T)).
 
@@ -92,6 +114,7 @@ def _quarter_circle_median() -> float:
 QUARTER_CIRCLE_MEDIAN = _quarter_circle_median()  # ~0.80795: median of the quarter-circle law on [0, 2]
 
 
+@_validate.finite_result
 def singular_value_edge(T, s2) -> float:
     """Upper edge of the singular values of A_perp: 2 sqrt(c/T).
 
@@ -102,11 +125,13 @@ def singular_value_edge(T, s2) -> float:
     return 2.0 * bulk_radius(T, s2)
 
 
+@_validate.finite_result
 def singular_value_median(T, s2) -> float:
     """Median singular value of A_perp (its exact zero excluded): QUARTER_CIRCLE_MEDIAN * sqrt(c/T)."""
     return QUARTER_CIRCLE_MEDIAN * bulk_radius(T, s2)
 
 
+@_validate.finite_result
 def logit_variance(sigma_q, sigma_k, token_norm_sq, *, beta=1.0) -> float:
     """Variance of query-key logits beta q.k / sqrt(d_qk) at initialisation.
 
@@ -120,6 +145,7 @@ def logit_variance(sigma_q, sigma_k, token_norm_sq, *, beta=1.0) -> float:
     return beta**2 * sigma_q**2 * sigma_k**2 * r2**2
 
 
+@_validate.finite_result
 def model_bulk_logit_variance(d, T, *, std=0.02, shared_fraction=1.0 / 3.0) -> float:
     """Effective s2 of the attention bulk in layer 1 of a LayerNorm-ed model at initialisation.
 
@@ -140,6 +166,7 @@ def model_bulk_logit_variance(d, T, *, std=0.02, shared_fraction=1.0 / 3.0) -> f
     return logit_variance(std, std, d) * (1 - rho) ** 2 * (1 + T / d)
 
 
+@_validate.finite_result
 def differential_outlier(lam) -> float:
     """Outlier of differential attention D = A1 - lam A2 (A1, A2 row-stochastic): 1 - lam, exactly.
 
@@ -148,6 +175,7 @@ def differential_outlier(lam) -> float:
     return 1.0 - _validate.real("lam", lam)
 
 
+@_validate.finite_result
 def differential_bulk_radius(T, s2, lam) -> float:
     """Bulk radius of D = A1 - lam A2 for independent i.i.d.-logit softmax maps: sqrt((1 + lam^2) c / T).
 

@@ -13,6 +13,7 @@ from .spectra import c
 __all__ = ["width_stable_rank", "width_stable_rank_bias", "width_stable_rank_gram", "centred_width_slope", "centred_width_slope_gram"]
 
 
+@_validate.finite_result
 def width_stable_rank(s2) -> float:
     """Limit of the (Frobenius) stable rank of A X0 W_V as T grows: 1 + c.
 
@@ -22,6 +23,7 @@ def width_stable_rank(s2) -> float:
     return 1.0 + c(s2)
 
 
+@_validate.finite_result
 def width_stable_rank_bias(T, gamma, s2) -> float:
     """Leading finite-T correction to sr(A X0 W) (Frobenius): -c (2 (1 + c)^2 + gamma (c - 1)) / T.
 
@@ -35,9 +37,14 @@ def width_stable_rank_bias(T, gamma, s2) -> float:
     T = _validate.integer("T", T, minimum=2)
     gamma = _validate.real("gamma", gamma, positive=True)
     cc = c(s2)
-    return -cc * (2.0 * (1.0 + cc) ** 2 + gamma * (cc - 1.0)) / T
+    bias = -cc * (2.0 * (1.0 + cc) ** 2 + gamma * (cc - 1.0)) / T
+    if -bias >= cc:
+        _validate.regime(f"width_stable_rank_bias: the 1/T correction {bias:.3g} exceeds c = {cc:.3g} (it would "
+                         "put the stable rank below 1): the expansion needs c^3 << T", stacklevel=4)
+    return bias
 
 
+@_validate.finite_result
 def width_stable_rank_gram(T, gamma, s2) -> float:
     """Gram stable rank of A X0 W (sum s_i^4 / s_1^4) at leading order: 1 + c^2 (2 + gamma) / T.
 
@@ -52,6 +59,7 @@ def width_stable_rank_gram(T, gamma, s2) -> float:
     return 1.0 + c(s2) ** 2 * (2.0 + gamma) / T
 
 
+@_validate.finite_result
 def centred_width_slope(gamma) -> float:
     """Slope of sr(A_perp X0 W_V) in T: sr / T -> max_{z>0} z / ((1+z)^2 (1+gamma z)).
 
@@ -66,6 +74,7 @@ def centred_width_slope(gamma) -> float:
     return z / ((1 + z) ** 2 * (1 + gamma * z))
 
 
+@_validate.finite_result
 def centred_width_slope_gram(gamma) -> float:
     """Slope in T of the Gram stable rank sr((A_perp X0 W)(A_perp X0 W)^T) = sum s_i^4 / s_1^4.
 

@@ -1,0 +1,543 @@
+"""Property-based tests (hypothesis) of the public Python API's answer to bad and to extreme input.
+
+* Bad input: for every public function and every argument, hypothesis draws bad values of that
+  argument's kind (wrong type, a bool-like string for a flag, negative / zero / NaN / inf numbers,
+  wrong shapes, dtypes and batch shapes, masks, devices that do not exist here) into an otherwise
+  valid call, which must raise a ValueError or TypeError whose message names the argument.
+* Extreme valid input: huge and tiny scales, large s2, deep float32 stacks give finite answers, or
+  a UserWarning saying why a formula does not apply; never NaN/inf without a word, never a crash.
+
+Examples per test are few (``FAST``): the suite is a sweep over functions and argument kinds.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import re
+import warnings
+from dataclasses import dataclass, field
+
+import matplotlib
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import rcteach as rc
+from rcteach import equilibria, matfree, norms, plotting, theory, width, wu_table
+from rcteach._validate import LOG_FLOAT_MAX
+from rcteach.device import DEVICE_ENV
+from rcteach.layers import LayerConfig, LayerWeights
+from rcteach.logits import leading_term, qk_logits, random_qk_logits, random_logits
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+models = pytest.importorskip("rcteach.models")  # needs transformers (installed by requirements.txt)
+pytestmark = pytest.mark.usefixtures("cpu_env")
+
+FAST = settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True, database=None)
+F64 = torch.float64
+
+# -- bad values, by the kind of argument -------------------------------------------------------------
+
+NOT_NUMBERS = st.sampled_from(["3", "1.0", "yes", [2], (1,), b"1", 2j, object()])  # None is often the default
+
+
+def bad_int(minimum=None, maximum=None):
+    """Not an int (floats, bools, strings, ...) or an int out of [minimum, maximum]."""
+    out = [NOT_NUMBERS, st.booleans(), st.floats(allow_nan=True, allow_infinity=True), st.just(np.float64(2.0))]
+    if minimum is not None:
+        out.append(st.integers(max_value=minimum - 1, min_value=minimum - 10**6))
+    if maximum is not None:
+        out.append(st.integers(min_value=maximum + 1, max_value=maximum + 10**6))
+    return st.one_of(out)
+
+
+def bad_real(*, minimum=None, maximum=None, positive=False, below=None):
+    """Not a real number, NaN/inf, or a finite float out of range (bounds as in ``_validate.real``)."""
+    out = [NOT_NUMBERS, st.booleans(), st.sampled_from([math.nan, math.inf, -math.inf, np.nan])]
+    if minimum is not None or positive:
+        low = 0.0 if minimum is None else minimum
+        out.append(st.floats(max_value=low, exclude_max=not positive, allow_nan=False, min_value=-1e300))
+    if maximum is not None:
+        out.append(st.floats(min_value=maximum, exclude_min=True, allow_nan=False, allow_infinity=False))
+    if below is not None:
+        out.append(st.floats(min_value=below, allow_nan=False, allow_infinity=False))
+    return st.one_of(out)
+
+
+BAD_S2 = st.one_of(bad_real(minimum=0.0), st.floats(min_value=LOG_FLOAT_MAX, exclude_min=True, allow_infinity=False))
+BAD_FLAG = st.sampled_from(["no", "yes", "False", "True", "", 0, 1, 1.0, None, [], "0"])
+BAD_SEED = bad_int(minimum=0, maximum=2**64 - 1)
+BAD_BATCH = st.one_of(st.integers(max_value=0, min_value=-5), st.tuples(st.integers(1, 3), st.integers(-3, 0)),
+                      st.sampled_from(["2", 2.0, True, [1.5], None, {2}]))
+BAD_DEVICE = st.sampled_from(["gpu", "nope", "cuda:x", "", 3, 1.5, ["cpu"], "tpu", "cpu cpu"]
+                             + ([] if torch.cuda.is_available() else ["cuda", "cuda:0", "cuda:7"])
+                             + ([] if torch.backends.mps.is_available() else ["mps"]))
+BAD_DTYPE = st.sampled_from([torch.int64, torch.float16, torch.bfloat16, torch.complex64, torch.bool, "float64", float,
+                             np.float64])
+BAD_GENERATOR = st.sampled_from([0, "seed", np.random.default_rng(0), 1.5])
+
+
+def choices(options):
+    """A string that is not one of ``options``, or a non-string."""
+    return st.one_of(st.text(max_size=6).filter(lambda s: s not in options),
+                     st.sampled_from([3, 1.0, b"softmax", ["iid"], ("qk",)]).filter(lambda s: s not in options))
+
+
+def bad_matrix(rows, cols, *, extra=()):
+    """Not a float32/float64 (*batch, rows, cols) tensor with finite entries, or one of ``extra``."""
+
+    def poisoned(value):
+        def make(i):
+            X = torch.randn(rows, cols, dtype=F64)
+            X.view(-1)[i % X.numel()] = value
+            return X
+        return st.integers(0, 10**6).map(make)
+
+    return st.one_of(
+        st.sampled_from([[[1.0, 2.0], [3.0, 4.0]], "X", 3.0, np.ones((rows, cols))]),  # None: often the default
+        st.just(torch.ones(rows, dtype=F64)),  # 1-D
+        st.just(torch.ones(rows, 0, dtype=F64)),  # no columns
+        st.just(torch.ones(0, cols, dtype=F64)),  # no rows
+        st.sampled_from([torch.int64, torch.bool, torch.complex128, torch.float16, torch.bfloat16])
+          .map(lambda dt: torch.ones(rows, cols).to(dt)),
+        poisoned(math.nan), poisoned(math.inf), poisoned(-math.inf),
+        st.just(torch.ones(rows, cols, dtype=F64, device="meta")), st.just(torch.ones(rows, cols, dtype=F64).to_sparse()),
+        *(st.just(x) for x in extra),
+    )
+
+
+def bad_mask(T, *, extra=(), sized=True):
+    """Not a boolean (T, T) mask allowing >= 1 position per row (``sized=False``: any T)."""
+    empty_row = torch.ones(T, T, dtype=torch.bool)
+    empty_row[T // 2] = False
+    return st.one_of(
+        st.sampled_from([[[True]], "causal", 1, np.ones((T, T), dtype=bool)]),
+        st.just(torch.ones(T, T)),  # float, not bool
+        *([st.just(torch.ones(T + 1, T + 1, dtype=torch.bool))] if sized else []),
+        st.just(torch.ones(T, T + 1, dtype=torch.bool)),
+        st.just(torch.ones(T, dtype=torch.bool)),
+        st.just(torch.ones(0, 0, dtype=torch.bool)),
+        st.just(empty_row),
+        st.just(torch.ones(T, T, dtype=torch.bool).to_sparse()),
+        *(st.just(x) for x in extra),
+    )
+
+
+# -- valid calls --------------------------------------------------------------------------------------
+
+T, D, K = 4, 4, 2  # tokens, width, query-key width of the valid calls
+
+
+def X_(*batch):
+    return rc.gaussian_tokens(T, D, batch=batch, seed=0)
+
+
+def W_(*batch, rows=D, cols=K):
+    return torch.randn(*batch, rows, cols, generator=torch.Generator().manual_seed(1), dtype=F64)
+
+
+def A_(*batch):
+    return rc.random_attention(T, batch=batch, seed=0)
+
+
+def unit_X():
+    return equilibria.random_unit_tokens(T, D, seed=0)
+
+
+@dataclass
+class Case:
+    """A public function, a valid call of it, and a bad-value strategy per argument."""
+
+    name: str
+    fn: object
+    valid: object  # () -> dict of keyword arguments that make a valid call
+    bad: dict = field(default_factory=dict)
+
+    def __repr__(self):
+        return self.name
+
+
+def closing(figure_fn):
+    """``figure_fn`` that closes the figures it made."""
+    def call(**kwargs):
+        try:
+            return figure_fn(**kwargs)
+        finally:
+            plt.close("all")
+    return call
+
+
+def entered(context):
+    """Enter and leave the context manager ``context(**kwargs)``."""
+    def call(**kwargs):
+        with context(**kwargs):
+            pass
+    return call
+
+
+RANDOM = dict(seed=BAD_SEED, device=BAD_DEVICE, dtype=BAD_DTYPE)  # the random functions' shared arguments
+S2_REAL = bad_real(minimum=0.0)  # sampling s2: any finite s2 >= 0 is valid (no e^{s2} is formed)
+
+CASES = [
+    # tokens, logits, attention
+    Case("orthonormal_tokens", rc.orthonormal_tokens, lambda: dict(T=3, d=4),
+         dict(T=st.one_of(bad_int(minimum=2), st.just(5)), d=st.one_of(bad_int(minimum=1), st.just(2)),
+              batch=BAD_BATCH, **RANDOM, generator=BAD_GENERATOR)),
+    Case("gaussian_tokens", rc.gaussian_tokens, lambda: dict(T=3, d=4),
+         dict(T=bad_int(minimum=2), d=bad_int(minimum=1), std=bad_real(minimum=0.0),
+              rho=bad_real(minimum=0.0, maximum=1.0), batch=BAD_BATCH, **RANDOM)),
+    Case("random_logits", random_logits, lambda: dict(T=3, s2=0.5),
+         dict(T=bad_int(minimum=2), s2=S2_REAL, m=bad_real(), batch=BAD_BATCH, **RANDOM)),
+    Case("random_qk_logits", random_qk_logits, lambda: dict(T=3, d=4, d_qk=2),
+         dict(T=bad_int(minimum=2), d=bad_int(minimum=1), d_qk=bad_int(minimum=1),
+              token_norm_sq=bad_real(minimum=0.0), sigma_q=bad_real(minimum=0.0), sigma_k=bad_real(minimum=0.0),
+              beta=bad_real(), batch=BAD_BATCH, **RANDOM)),
+    Case("qk_logits", qk_logits, lambda: dict(X=X_(2), W_Q=W_(), W_K=W_()),
+         dict(X=bad_matrix(T, D, extra=[torch.ones(2, T, D + 1, dtype=F64), torch.ones(2, 1, D, dtype=F64),
+                                       torch.ones(2, T, D, dtype=torch.float32)]),
+              W_Q=bad_matrix(D, K, extra=[W_(rows=D + 1), W_(3), W_(cols=K + 1)]),
+              W_K=bad_matrix(D, K, extra=[W_(rows=D + 1), W_(3), W_(cols=K + 1)]), beta=bad_real())),
+    Case("leading_term", leading_term, lambda: dict(logits=torch.zeros(T, T, dtype=F64), s2=0.5),
+         dict(logits=bad_matrix(T, T, extra=[torch.ones(T, T + 1, dtype=F64)]), s2=S2_REAL, m=bad_real())),
+    Case("uniform_attention", rc.uniform_attention, lambda: dict(T=T),
+         dict(T=bad_int(minimum=2), mask=bad_mask(T), device=BAD_DEVICE, dtype=BAD_DTYPE)),
+    Case("centre", rc.centre, lambda: dict(A=A_(2), mask=rc.make_mask("causal", T)),
+         dict(A=bad_matrix(T, T), mask=bad_mask(T, extra=[torch.ones(3, T, T, dtype=torch.bool)]))),
+    Case("attention_map", rc.attention_map, lambda: dict(logits=torch.zeros(2, T, T, dtype=F64),
+                                                        mask=rc.make_mask("causal", T)),
+         dict(logits=bad_matrix(T, T, extra=[torch.ones(T, T + 1, dtype=F64)]),
+              mask=bad_mask(T, extra=[torch.ones(3, T, T, dtype=torch.bool)]), activation=choices(theory.ACTIVATIONS),
+              centred=BAD_FLAG, bias=st.one_of(bad_real(), st.just(0.5)))),  # bias 0.5 with softmax
+    Case("random_attention", rc.random_attention, lambda: dict(T=T, s2=0.5),
+         dict(T=bad_int(minimum=2), s2=S2_REAL, batch=BAD_BATCH, activation=choices(theory.ACTIVATIONS),
+              bias=st.one_of(bad_real(), st.just(1.0)), centred=BAD_FLAG, generator=BAD_GENERATOR, **RANDOM)),
+    Case("qk_attention", rc.qk_attention, lambda: dict(X=X_(), W_Q=W_(), W_K=W_()),
+         dict(X=bad_matrix(T, D), W_Q=bad_matrix(D, K, extra=[W_(rows=D + 1)]), W_K=bad_matrix(D, K),
+              mask=bad_mask(T), beta=bad_real(), activation=choices(theory.ACTIVATIONS), centred=BAD_FLAG)),
+    Case("random_differential_attention", rc.random_differential_attention, lambda: dict(T=T, lam=0.5),
+         dict(T=bad_int(minimum=2), lam=bad_real(), s2=S2_REAL, batch=BAD_BATCH, **RANDOM)),
+    # masks
+    Case("make_mask", rc.make_mask, lambda: dict(kind="sliding", T=5, window=1),
+         dict(kind=choices(rc.MASK_KINDS), T=bad_int(minimum=2), window=bad_int(minimum=0), device=BAD_DEVICE)),
+    *(Case(f.__name__, f, lambda: dict(mask=rc.make_mask("causal", T)),
+           dict(mask=bad_mask(T, extra=[torch.ones(2, T, T, dtype=torch.bool)], sized=False)))
+      for f in (rc.mask_graph, rc.is_strongly_connected, rc.is_quasi_strongly_connected, rc.centre_nodes,
+                rc.diameter, rc.centre_eccentricity, rc.consensus_rate)),
+    # metrics, norms, matrix-free
+    Case("stable_rank", rc.stable_rank, lambda: dict(X=X_()),
+         dict(X=bad_matrix(T, D, extra=[torch.zeros(T, D, dtype=F64)]), gram=BAD_FLAG, method=choices(("exact", "lanczos", "power")))),
+    Case("mu", rc.mu, lambda: dict(X=X_()), dict(X=bad_matrix(T, D))),
+    Case("spectrum", rc.spectrum, lambda: dict(A=A_()), dict(A=bad_matrix(T, T, extra=[torch.ones(T, T + 1, dtype=F64)]))),
+    Case("spectral_gap", rc.spectral_gap, lambda: dict(A=A_()), dict(A=bad_matrix(T, T, extra=[torch.ones(1, 1, dtype=F64)]))),
+    Case("spectrum_distance", rc.spectrum_distance, lambda: dict(a=torch.ones(3), b=torch.ones(3)),
+         dict(a=st.sampled_from([[1.0, 2.0, 3.0], "a", torch.ones(3, 1), torch.tensor([1.0, math.nan, 0.0]), torch.ones(4)]),
+              b=st.sampled_from([None, torch.ones(2), torch.tensor([math.inf, 0.0, 0.0]), [1.0, 1.0, 1.0]]))),
+    Case("decay_rate", rc.decay_rate, lambda: dict(values=torch.tensor([1.0, 0.5, 0.25], dtype=F64)),
+         dict(values=st.sampled_from([torch.tensor(1.0), torch.tensor([1.0, math.nan]), torch.tensor([1.0, -1.0, 2.0]),
+                                      ["a", "b"], None, torch.ones(1), torch.tensor([1.0, 0.0, 0.0])]),
+              start=st.one_of(bad_int(), st.just(2)), stop=st.one_of(bad_int(), st.just(1)),
+              floor=bad_real(positive=True))),
+    Case("normalise", norms.normalise, lambda: dict(X=X_(), kind="rms"),
+         dict(X=bad_matrix(T, D), kind=choices(("rms", "layernorm")).filter(lambda s: s is not None))),
+    Case("spectral_norm", matfree.spectral_norm, lambda: dict(X=X_()),
+         dict(X=bad_matrix(T, D), method=choices(matfree.METHODS), iters=bad_int(minimum=1),
+              tol=bad_real(minimum=0.0), seed=BAD_SEED)),
+    Case("matfree.stable_rank", matfree.stable_rank, lambda: dict(X=X_()),
+         dict(X=bad_matrix(T, D, extra=[torch.zeros(T, D, dtype=F64)]), gram=BAD_FLAG, method=choices(matfree.METHODS))),
+    Case("frobenius_bulk_radius", matfree.frobenius_bulk_radius, lambda: dict(A=A_()),
+         dict(A=bad_matrix(T, T, extra=[torch.ones(T, T + 1, dtype=F64)]))),
+    # layers and depth
+    Case("LayerConfig", LayerConfig, lambda: dict(attention="qk", d_qk=2),
+         dict(attention=choices(("iid", "qk")), s2=bad_real(minimum=0.0), beta=bad_real(), mask=bad_mask(T, sized=False),
+              centred=BAD_FLAG, dropout=bad_real(minimum=0.0, below=1.0), norm=choices(("rms", "layernorm")),
+              skip=st.sampled_from(["yes", "1", math.nan, math.inf, [1.0], 1j]),
+              values=choices(("gaussian", "orthogonal", "identity")), value_var=bad_real(positive=True),
+              d_qk=bad_int(minimum=1))),
+    Case("layer", rc.layer, lambda: dict(X=X_(), config=LayerConfig()),
+         dict(X=bad_matrix(T, D), config=st.sampled_from([None, {"s2": 1.0}, "iid"]),
+              weights=st.sampled_from([{}, "w", (None,)]), generator=BAD_GENERATOR)),
+    Case("layer with a mask", lambda X, mask: rc.layer(X, LayerConfig(mask=mask), generator=torch.Generator()),
+         lambda: dict(X=X_(2), mask=rc.make_mask("causal", T)),
+         dict(mask=st.sampled_from([torch.ones(3, T, T, dtype=torch.bool), torch.ones(5, 5, dtype=torch.bool),
+                                    torch.ones(2, 2, T, T, dtype=torch.bool)]))),
+    Case("layer with weights", lambda X, weights: rc.layer(X, LayerConfig(), weights=weights, generator=torch.Generator()),
+         lambda: dict(X=X_(2), weights=LayerWeights()),
+         dict(weights=st.sampled_from([LayerWeights(W_V=torch.ones(3, 3, dtype=F64)), LayerWeights(logits=torch.ones(5, 5, dtype=F64)),
+                                       LayerWeights(W_Q=W_(), W_K=W_()), LayerWeights(W_V=torch.ones(D, D)),
+                                       LayerWeights(keep=torch.ones(T, T, dtype=F64)), LayerWeights(W_V=torch.ones(3, D, D, dtype=F64)),
+                                       LayerWeights(W_V=torch.full((D, D), math.nan, dtype=F64))]))),
+    Case("propagate", rc.propagate, lambda: dict(X0=X_(2), depth=2, seed=0),
+         dict(X0=bad_matrix(T, D, extra=[torch.ones(1, D, dtype=F64)]), depth=bad_int(minimum=0), shared=BAD_FLAG,
+              keep_states=BAD_FLAG, seed=BAD_SEED, device=BAD_DEVICE, dtype=BAD_DTYPE, generator=BAD_GENERATOR,
+              s2=bad_real(minimum=0.0), beta=bad_real(), centred=BAD_FLAG, dropout=bad_real(minimum=0.0, below=1.0),
+              norm=choices(("rms", "layernorm")), values=choices(("gaussian", "orthogonal", "identity")),
+              value_var=bad_real(positive=True), attention=choices(("iid", "qk")),
+              mask=bad_mask(T, extra=[torch.ones(3, T, T, dtype=torch.bool)]),
+              W_V=bad_matrix(D, D, extra=[torch.ones(D, D + 1, dtype=F64), torch.ones(3, D, D, dtype=F64)]),
+              W_Q=st.just(W_()))),  # W_Q with attention="iid"
+    Case("propagate qk", rc.propagate, lambda: dict(X0=X_(2), depth=2, seed=0, attention="qk"),
+         dict(W_Q=bad_matrix(D, K, extra=[W_(rows=D + 1), W_(3)]), d_qk=bad_int(minimum=1))),
+    Case("weight_gradients", rc.weight_gradients, lambda: dict(X0=X_(), depth=2, seed=0),
+         dict(X0=bad_matrix(T, D), depth=st.one_of(bad_int(minimum=1), st.just(0)),
+              loss=st.sampled_from(["nrom", 3, None, "MU"]), W_V=st.just(W_(rows=D, cols=D)), shared=st.just(True))),
+    Case("width_stable_ranks", rc.width_stable_ranks, lambda: dict(T=8, gamma=1.0, seed=0),
+         dict(T=bad_int(minimum=2), gamma=bad_real(positive=True), s2=S2_REAL, seeds=bad_int(minimum=1),
+              centred=BAD_FLAG, gram=BAD_FLAG, attention=choices(("iid", "qk")), **RANDOM)),
+    Case("width_stable_ranks qk", rc.width_stable_ranks, lambda: dict(T=8, gamma=1.0, seed=0, attention="qk"),
+         dict(d_qk=bad_int(minimum=1), gamma=st.just(2.0))),
+    Case("width_dims", width.width_dims, lambda: dict(T=8, gamma=0.5), dict(T=bad_int(minimum=2), gamma=bad_real(positive=True))),
+    # equilibria
+    Case("layer_map", equilibria.layer_map, lambda: dict(X=unit_X(), W_V=torch.eye(D, dtype=F64)),
+         dict(X=bad_matrix(T, D), W_V=bad_matrix(D, D, extra=[torch.eye(D + 1, dtype=F64), torch.ones(D, D + 1, dtype=F64)]),
+              B=bad_matrix(D, D, extra=[torch.eye(D + 1, dtype=F64)]), mask=bad_mask(T), beta=bad_real(),
+              norm=choices(("rms", "layernorm")))),
+    Case("random_unit_tokens", equilibria.random_unit_tokens, lambda: dict(N=3, d=2),
+         dict(N=bad_int(minimum=2), d=bad_int(minimum=1), batch=BAD_BATCH, **RANDOM)),
+    Case("tangent_basis", equilibria.tangent_basis, lambda: dict(X=unit_X()),
+         dict(X=bad_matrix(T, D, extra=[torch.ones(T, D, dtype=F64), torch.ones(T, 1, dtype=F64)]))),
+    Case("numerical_rank", equilibria.numerical_rank, lambda: dict(X=X_()),
+         dict(X=bad_matrix(T, D), rtol=bad_real(positive=True))),
+    Case("iterate", equilibria.iterate, lambda: dict(X0=unit_X(), W_V=torch.eye(D, dtype=F64), steps=2),
+         dict(X0=bad_matrix(T, D), steps=bad_int(minimum=0), beta=bad_real())),
+    Case("polish", equilibria.polish, lambda: dict(X=unit_X(), W_V=torch.eye(D, dtype=F64), steps=1),
+         dict(X=bad_matrix(T, D), steps=bad_int(minimum=0), W_V=bad_matrix(D, D))),
+    Case("spectral_radius", equilibria.spectral_radius, lambda: dict(M=A_()), dict(M=bad_matrix(T, T))),
+    Case("unique_equilibria", equilibria.unique_equilibria, lambda: dict(states=torch.zeros(2, T, D, dtype=F64)),
+         dict(states=bad_matrix(T, D), atol=bad_real(minimum=0.0))),
+    Case("two_token_example", equilibria.two_token_example, lambda: dict(),
+         dict(q=st.one_of(bad_real(), st.sampled_from([0.0, 1.0, -2.0])), dtype=BAD_DTYPE, device=BAD_DEVICE)),
+    Case("triangular_example", equilibria.triangular_example, lambda: dict(N=3),
+         dict(N=bad_int(minimum=2), q=st.one_of(bad_real(), st.sampled_from([0.0, 1.0, -0.5])))),
+    Case("rank_k_equilibrium", equilibria.rank_k_equilibrium, lambda: dict(k=1, N=2, steps=1, polish_steps=1),
+         dict(k=st.one_of(bad_int(minimum=1), st.just(3)), N=bad_int(minimum=2), q=bad_real(), steps=bad_int(minimum=0),
+              polish_steps=bad_int(minimum=0))),
+    Case("find_equilibria", equilibria.find_equilibria,
+         lambda: dict(W_V=torch.eye(2, dtype=F64), N=2, starts=2, steps=2, polish_steps=1, seed=0),
+         dict(W_V=bad_matrix(2, 2), N=bad_int(minimum=2), starts=bad_int(minimum=1), steps=bad_int(minimum=0),
+              polish_steps=bad_int(minimum=0), tol=bad_real(positive=True), beta=bad_real(), seed=BAD_SEED)),
+    # figures and real models
+    Case("plot_spectrum", closing(plotting.plot_spectrum), lambda: dict(eigenvalues=torch.ones(3, dtype=torch.complex128)),
+         dict(eigenvalues=st.sampled_from([["a", "b"], None, "ev", {1: 2}]), radius=bad_real(minimum=0.0), outlier=bad_real())),
+    Case("draw_mask", closing(plotting.draw_mask), lambda: dict(mask=rc.make_mask("causal", T)),
+         dict(mask=bad_mask(T, sized=False), layout=choices(("circular", "line")), show_self_loops=BAD_FLAG)),
+    Case("centred_attention", entered(models.centred_attention), lambda: dict(enabled=True), dict(enabled=BAD_FLAG)),
+    Case("random_embeddings", models.random_embeddings, lambda: dict(name="gpt2", T=4),
+         dict(name=choices(models.MODEL_NAMES), T=bad_int(minimum=2), batch=bad_int(minimum=1), std=bad_real(positive=True),
+              seed=BAD_SEED)),
+    Case("max_positions", models.max_positions, lambda: dict(name="gpt2"), dict(name=choices(models.MODEL_NAMES))),
+    # the 128-layer table of Wu et al. (tiny)
+    Case("rho_from_mu0", wu_table.rho_from_mu0, lambda: dict(mu0=2.0, T=4, d=4),
+         dict(mu0=st.one_of(bad_real(positive=True), st.just(100.0)), T=bad_int(minimum=2), d=bad_int(minimum=1))),
+    Case("logit_s2", wu_table.logit_s2, lambda: dict(d=4, norm="rms"),
+         dict(d=bad_int(minimum=1), norm=choices(("rms", "layernorm")), torch_init=BAD_FLAG)),
+    Case("layernorm_runs", wu_table.layernorm_runs, lambda: dict(T=4, d=4, depth=1, seeds=1, window=1, masks=("causal",)),
+         dict(T=bad_int(minimum=2), d=bad_int(minimum=1), depth=bad_int(minimum=0), seeds=bad_int(minimum=1),
+              window=bad_int(minimum=0), norm=choices(("rms", "layernorm")), beta=bad_real(), s2=bad_real(minimum=0.0),
+              shared=BAD_FLAG, dropout=bad_real(minimum=0.0, below=1.0), rho=bad_real(minimum=0.0, maximum=1.0),
+              masks=st.sampled_from([("full",), "causal", (3,)]), seed=BAD_SEED, device=BAD_DEVICE, dtype=BAD_DTYPE)),
+    Case("layernorm_table", wu_table.layernorm_table, lambda: dict(layers=(0, 1), T=4, d=4, seeds=1, window=1),
+         dict(layers=st.sampled_from([(0, 5.5), ("1",), (-1,), 3, None]))),
+    Case("format_table", wu_table.format_table, lambda: dict(rows=[wu_table.LNRow("causal", 0, 1.0, 0.1, 0.5)]),
+         dict(rows=st.sampled_from([None, 3, ["row"], [{"mask": "causal"}]]), scale=bad_real(positive=True))),
+]
+
+# closed forms: (function, valid keyword arguments, bad strategies)
+INT_T = bad_int(minimum=2)
+THEORY = [
+    (theory.c, dict(s2=1.0), dict(s2=BAD_S2)),
+    (theory.entry_sd, dict(T=8, s2=1.0), dict(T=INT_T, s2=BAD_S2)),
+    (theory.frobenius_sq, dict(s2=1.0), dict(s2=BAD_S2, centred=BAD_FLAG)),
+    (theory.top_singular_value, dict(T=8, s2=1.0), dict(T=INT_T, s2=BAD_S2)),
+    (theory.bulk_radius, dict(T=8, s2=1.0), dict(T=INT_T, s2=BAD_S2)),
+    (theory.frobenius_sq_next_order, dict(T=8, s2=0.5), dict(T=INT_T, s2=BAD_S2, centred=BAD_FLAG)),
+    (theory.leading_term_residual, dict(T=8, s2=1.0), dict(T=INT_T, s2=BAD_S2)),
+    (theory.eigenvalue_median_modulus, dict(T=8, s2=1.0), dict(T=INT_T, s2=BAD_S2)),
+    (theory.singular_value_edge, dict(T=8, s2=1.0), dict(T=INT_T, s2=BAD_S2)),
+    (theory.singular_value_median, dict(T=8, s2=1.0), dict(T=INT_T, s2=BAD_S2)),
+    (theory.logit_variance, dict(sigma_q=1.0, sigma_k=1.0, token_norm_sq=1.0),
+     dict(sigma_q=bad_real(minimum=0.0), sigma_k=bad_real(minimum=0.0), token_norm_sq=bad_real(minimum=0.0), beta=bad_real())),
+    (theory.model_bulk_logit_variance, dict(d=8, T=8), dict(d=bad_int(minimum=1), T=INT_T, std=bad_real(positive=True),
+                                                          shared_fraction=bad_real(minimum=0.0, maximum=1.0))),
+    (theory.differential_outlier, dict(lam=0.5), dict(lam=bad_real())),
+    (theory.differential_bulk_radius, dict(T=8, s2=1.0, lam=0.5), dict(T=INT_T, s2=BAD_S2, lam=bad_real())),
+    (theory.width_stable_rank, dict(s2=1.0), dict(s2=BAD_S2)),
+    (theory.width_stable_rank_bias, dict(T=64, gamma=0.5, s2=0.5), dict(T=INT_T, gamma=bad_real(positive=True), s2=BAD_S2)),
+    (theory.width_stable_rank_gram, dict(T=64, gamma=0.5, s2=0.5), dict(T=INT_T, gamma=bad_real(minimum=0.0), s2=BAD_S2)),
+    (theory.centred_width_slope, dict(gamma=0.5), dict(gamma=bad_real(minimum=0.0))),
+    (theory.centred_width_slope_gram, dict(gamma=0.5), dict(gamma=bad_real(minimum=0.0))),
+    (theory.depth_mu_factor, dict(T=8, s2=1.0), dict(T=INT_T, s2=BAD_S2, next_order=BAD_FLAG)),
+    (theory.depth_mu_ratio, dict(T=8, s2=1.0, L=3), dict(T=INT_T, s2=BAD_S2, L=bad_int(minimum=0), next_order=BAD_FLAG)),
+    (theory.skip_consensus_factor, dict(T=8, s2=1.0), dict(T=INT_T, s2=BAD_S2, skip=st.one_of(bad_real(), st.just(-1.0)))),
+    (theory.norm_growth, dict(d=8, value_var=1.0, T=8, s2=1.0, centred=True),
+     dict(d=bad_int(minimum=1), value_var=bad_real(minimum=0.0), T=INT_T, s2=BAD_S2, centred=BAD_FLAG)),
+    (theory.activation_moments, dict(activation="sigmoid", s2=1.0),
+     dict(activation=choices(theory.ACTIVATIONS), s2=S2_REAL, bias=bad_real())),
+    (theory.activation_moments, dict(activation="softmax", s2=1.0), dict(s2=BAD_S2)),  # e^s2 overflows
+    (theory.outlier, dict(activation="relu", s2=1.0), dict(activation=choices(theory.ACTIVATIONS), s2=S2_REAL)),
+    (theory.map_bulk_radius, dict(T=8, activation="relu", s2=1.0), dict(T=INT_T, activation=choices(theory.ACTIVATIONS), s2=S2_REAL)),
+    (theory.gap_ratio, dict(T=8, activation="relu", s2=1.0), dict(T=INT_T, s2=st.one_of(S2_REAL, st.just(0.0)))),
+    (theory.relative_gap, dict(activation="relu", s2=1.0), dict(activation=choices(theory.ACTIVATIONS), s2=st.one_of(S2_REAL, st.just(0.0)))),
+    (theory.causal_consensus_rate, dict(window=2), dict(window=bad_int(minimum=0).filter(lambda w: w is not None))),
+    (theory.sliding_consensus_rate, dict(T=16, window=2), dict(T=INT_T, window=bad_int(minimum=1))),
+    (theory.window_hops, dict(T=16, window=2), dict(T=INT_T, window=bad_int(minimum=1))),
+    (theory.dropout_front, dict(T=4, depth=2, p=0.1), dict(T=INT_T, depth=bad_int(minimum=0), p=bad_real(minimum=0.0, below=1.0))),
+    (theory.dropout_front_mu, dict(T=4, depth=2, p=0.1),
+     dict(T=INT_T, depth=bad_int(minimum=0), p=bad_real(minimum=0.0, below=1.0), token_norm_sq=bad_real(positive=True))),
+]
+CASES += [Case(f"theory.{f.__name__}", f, (lambda kw=kw: dict(kw)), bad) for f, kw, bad in THEORY]
+
+PAIRS = [pytest.param(case, arg, id=f"{case.name}-{arg}") for case in CASES for arg in case.bad]
+
+
+def names_argument(message: str, arg: str) -> bool:
+    """True when the error message names the argument (as a word)."""
+    return re.search(rf"(?<![\w.]){re.escape(arg)}(?!\w)", message) is not None
+
+
+def test_every_valid_call_runs():
+    """The valid calls the bad values are put into are valid (so the errors below are the bad value's)."""
+    for case in CASES:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            case.fn(**case.valid())
+
+
+@pytest.mark.parametrize("case, arg", PAIRS)
+@FAST
+@given(data=st.data())
+def test_bad_argument_gets_a_clear_error(case, arg, data):
+    value = data.draw(case.bad[arg], label=arg)
+    with pytest.raises((ValueError, TypeError)) as err:
+        case.fn(**{**case.valid(), arg: value})
+    assert names_argument(str(err.value), arg), f"{type(err.value).__name__}: {err.value}"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+@FAST
+@given(name=st.sampled_from(["cuda", "cuda:0", "cuda:3", "gpu", "not a device"]))
+def test_bad_device_environment_is_named(monkeypatch, name):
+    monkeypatch.setenv(DEVICE_ENV, name)
+    with pytest.raises(ValueError, match=DEVICE_ENV):
+        rc.random_attention(4, seed=0)
+
+
+# -- extreme but valid input -------------------------------------------------------------------------
+
+EXPONENT = st.integers(-300, 300)
+
+
+@FAST
+@given(exponent=EXPONENT, seed=st.integers(0, 2**32), gram=st.booleans(), method=st.sampled_from(["exact", "lanczos"]))
+def test_stable_rank_is_scale_free(exponent, seed, gram, method):
+    X = torch.randn(2, 5, 7, generator=torch.Generator().manual_seed(seed), dtype=F64)
+    expected = rc.stable_rank(X, gram=gram, method=method)
+    got = rc.stable_rank(10.0**exponent * X, gram=gram, method=method)
+    assert torch.isfinite(got).all()
+    torch.testing.assert_close(got, expected, rtol=1e-10, atol=0)
+
+
+@FAST
+@given(exponent=EXPONENT, seed=st.integers(0, 2**32))
+def test_mu_and_normalise_at_any_scale(exponent, seed):
+    X = torch.randn(6, 5, generator=torch.Generator().manual_seed(seed), dtype=F64)
+    s = 10.0**exponent
+    torch.testing.assert_close(rc.mu(s * X) / s, rc.mu(X), rtol=1e-12, atol=0)
+    torch.testing.assert_close(norms.normalise(s * X, "rms"), norms.normalise(X, "rms"), rtol=1e-12, atol=1e-15)
+    torch.testing.assert_close(norms.normalise(s * X, "layernorm"), norms.normalise(X, "layernorm"), rtol=1e-10, atol=1e-12)
+
+
+@FAST
+@given(exponent=EXPONENT, seed=st.integers(0, 2**32), method=st.sampled_from(matfree.METHODS))
+def test_matrix_free_estimates_at_any_scale(exponent, seed, method):
+    X = torch.randn(2, 6, 6, generator=torch.Generator().manual_seed(seed), dtype=F64)
+    s = 10.0**exponent
+    torch.testing.assert_close(matfree.spectral_norm(s * X, method=method) / s, matfree.spectral_norm(X, method=method),
+                               rtol=1e-10, atol=0)
+    torch.testing.assert_close(matfree.frobenius_bulk_radius(s * X) / s, matfree.frobenius_bulk_radius(X), rtol=1e-12, atol=0)
+
+
+@FAST
+@given(s2=st.floats(0.0, 1e6), T=st.integers(2, 64), activation=st.sampled_from(theory.ACTIVATIONS),
+       centred=st.booleans(), seed=st.integers(0, 2**32))
+def test_random_attention_is_finite_at_any_s2(s2, T, activation, centred, seed):
+    A = rc.random_attention(T, s2, activation=activation, centred=centred, seed=seed)
+    assert torch.isfinite(A).all()
+    if activation == "softmax" and not centred:
+        torch.testing.assert_close(A.sum(-1), torch.ones(T, dtype=F64))
+
+
+THEORY_T_S2 = [f for f, kw, _ in THEORY if set(kw) == {"T", "s2"}] + [theory.c, theory.width_stable_rank]
+
+
+@FAST
+@given(s2=st.one_of(st.floats(0.0, LOG_FLOAT_MAX), st.floats(0.0, 5.0)), T=st.integers(2, 10**9),
+       gamma=st.floats(1e-3, 1e3), f=st.sampled_from(THEORY_T_S2 + [theory.width_stable_rank_bias,
+                                                                    theory.width_stable_rank_gram]))
+def test_theory_is_finite_or_says_why(s2, T, gamma, f):
+    """A closed form at any valid (T, s2): a finite float, perhaps with a UserWarning that the expansion
+    does not hold there, or a ValueError that it overflows float64: never inf, NaN or a raw OverflowError."""
+    kw = {k: v for k, v in dict(T=T, gamma=gamma, s2=s2).items() if k in inspect.signature(f).parameters}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        try:
+            value = f(**kw)
+        except ValueError as err:
+            assert "overflows" in str(err)
+            return
+    assert math.isfinite(value)
+
+
+@FAST
+@given(s2=st.floats(0.0, 1e4), bias=st.floats(-50.0, 50.0), activation=st.sampled_from(theory.ACTIVATIONS))
+def test_map_moments_are_finite(s2, bias, activation):
+    bias = bias if activation == "sigmoid" else 0.0
+    try:
+        mean, var = theory.activation_moments(activation, s2, bias)
+    except ValueError as err:
+        assert "overflows" in str(err) and activation == "softmax"
+        return
+    assert math.isfinite(mean) and math.isfinite(var) and var >= 0
+
+
+def test_theory_warns_outside_its_regime():
+    with pytest.warns(UserWarning, match="c << T"):
+        theory.bulk_radius(4, 5.0)
+    with pytest.warns(UserWarning, match="c\\(1 \\+ 2c\\) << T"):
+        assert theory.frobenius_sq_next_order(4, 2.0) <= 0  # the expansion broke down: said, not hidden
+    with pytest.raises(ValueError, match="s2 must be <= 709"):
+        theory.c(710.0)
+
+
+@FAST
+@given(depth=st.integers(40, 120), s2=st.floats(0.0, 60.0), attention=st.sampled_from(["iid", "qk"]),
+       norm=st.sampled_from([None, "rms"]), value_var=st.sampled_from([1.0, 1.0 / 8]), seed=st.integers(0, 1000))
+def test_deep_float32_stacks_never_crash(depth, s2, attention, norm, value_var, seed):
+    """Deep float32 stacks: finite metrics, or a UserWarning naming the layer where the tokens overflowed."""
+    X0 = rc.gaussian_tokens(8, 8, batch=2, seed=seed, dtype=torch.float32)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        tr = rc.propagate(X0, depth, attention=attention, s2=s2, norm=norm, value_var=value_var, seed=seed)
+    finite = all(torch.isfinite(t).all() for t in (tr.mu, tr.norm, tr.stable_rank, tr.stable_rank_gram))
+    assert finite or any("overflowed" in str(w.message) for w in caught)
+    if norm == "rms":
+        assert finite  # unit tokens cannot overflow
+
+
+def test_singular_values_fall_back_to_the_svd(monkeypatch):
+    """An eigensolver that does not converge (float32 near underflow) gives way to the SVD, not a crash."""
+    from rcteach.metrics import squared_singular_values
+
+    X = torch.randn(3, 4, 6, generator=torch.Generator().manual_seed(0), dtype=F64)
+    expected = squared_singular_values(X)
+
+    def no_convergence(*args, **kwargs):
+        raise torch.linalg.LinAlgError("linalg.eigh: The algorithm failed to converge")
+
+    monkeypatch.setattr(torch.linalg, "eigvalsh", no_convergence)
+    torch.testing.assert_close(squared_singular_values(X), expected, rtol=1e-12, atol=1e-14)
+    assert torch.isfinite(rc.propagate(X.float(), 3, seed=0).stable_rank).all()
