@@ -4,6 +4,7 @@ import fnmatch
 import importlib
 import json
 import math
+import re
 import subprocess
 import sys
 import uuid
@@ -132,6 +133,7 @@ BAD_ARGUMENTS = [  # (arguments, what the message names); MISSING: a path that d
     (["bench", "--budget", "0"], "--budget: expected a finite number > 0, got 0"),
     (["bench", "--budget", "nan"], "--budget: expected a finite number > 0, got nan"),
     (["bench", "--grid", "--official", "MISSING"], "--official: MISSING is not an existing folder"),
+    (["bench", "--csv", "MISSING/b.csv"], "--csv: MISSING/b.csv is not a file name in an existing folder"),
     (["assign", "--source", "MISSING"], "--source: MISSING is not an existing folder"),
     (["grade", "MISSING", "-a", "AUTOGRADER"], "submissions: MISSING is not an existing file or folder"),
     (["grade", "NOTEBOOK", "-a", "MISSING"], "autograder MISSING is not an autograder folder"),
@@ -159,7 +161,7 @@ def test_bad_argument_exits_two(argv, message, tmp_path, capsys, no_cuda):
         (tmp_path / "AUTOGRADER" / name).write_text("{}")
     names = {"MISSING": tmp_path / "missing", "NOTEBOOK": tmp_path / "NOTEBOOK", "AUTOGRADER": tmp_path / "AUTOGRADER",
              "OUT": tmp_path / "out"}
-    argv = [str(names.get(a, a)) for a in argv]
+    argv = [re.sub(r"^(MISSING|NOTEBOOK|AUTOGRADER|OUT)\b", lambda m: str(names[m.group(1)]), a) for a in argv]
     err = _usage_error(argv, capsys, message.replace("MISSING", str(names["MISSING"])))
     assert "usage:" in err and not (tmp_path / "out").exists()  # refused before anything ran
 
@@ -282,6 +284,19 @@ def test_grade_reports_why_a_submission_could_not_be_graded(tmp_path, capsys, mo
                                 f"{notebooks[2]}: 1 / 2  (run failed: exit status 1: JSONDecodeError: Expecting value)"]
     assert main(["grade", notebooks[0], "-a", str(tmp_path / "ag")]) == 0
     capsys.readouterr()
+
+
+def test_assign_exits_one_when_an_assignment_does_not_build(tmp_path, capsys, monkeypatch):
+    grading = pytest.importorskip("rcteach.tools.grading")
+    (tmp_path / "a1").mkdir()
+    (tmp_path / "a1" / "a1.ipynb").write_text("{}")
+
+    def fails(*args, **kwargs):
+        raise RuntimeError("otter assign failed for a1.ipynb: the solutions fail test q1")
+
+    monkeypatch.setattr(grading, "assign_all", fails)
+    assert main(["assign", "--source", str(tmp_path), "-o", str(tmp_path / "build")]) == 1
+    assert "rcteach assign: otter assign failed for a1.ipynb: the solutions fail test q1" in capsys.readouterr().err
 
 
 def test_a_failed_run_says_why():

@@ -16,7 +16,7 @@ import torch
 from ..device import DEVICE_ENV, resolve
 
 __all__ = ["UsageError", "positive_int", "nonnegative_int", "positive_float", "existing_dir", "existing_path",
-           "existing_file", "device_name", "device", "checked_device"]
+           "existing_file", "file_in_existing_dir", "device_name", "device", "checked_device"]
 
 
 class UsageError(ValueError):
@@ -73,6 +73,11 @@ def existing_file(text: str) -> str:
 def existing_path(text: str) -> str:
     """A file or folder that exists."""
     return _path(text, pathlib.Path.exists, "an existing file or folder")
+
+
+def file_in_existing_dir(text: str) -> str:
+    """A file to write, in a folder that exists."""
+    return _path(text, lambda p: p.parent.is_dir() and not p.is_dir(), "a file name in an existing folder")
 
 
 def checked_device(name: str | None = None, origin: str = "--device") -> str:

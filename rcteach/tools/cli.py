@@ -157,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="default: float64 on the CPU, float32 on CUDA")
     bench.add_argument("--budget", type=arg.positive_float, default=None,
                        help="seconds: skip sizes predicted to overrun (default: none; 360 with --gpu-suite)")
-    bench.add_argument("--csv", default=None, help="also write every section to this CSV file")
+    bench.add_argument("--csv", type=arg.file_in_existing_dir, default=None, help="also write every section to this CSV file")
     bench.add_argument("--grid", action="store_true",
                        help="time the authors' 25-configuration grid (rcteach.grid), side by side with --official")
     bench.add_argument("--official", type=arg.existing_dir, default=None, metavar="PATH",

@@ -237,7 +237,11 @@ def _failure(out) -> str | None:
 def _main_assign(args) -> int:
     if not masters(args.source):
         raise UsageError(f"--source {args.source} holds no master notebooks <name>/<name>.ipynb")
-    built = assign_all(args.output, source=args.source, run_tests=not args.no_run_tests)
+    try:
+        built = assign_all(args.output, source=args.source, run_tests=not args.no_run_tests)
+    except RuntimeError as e:  # otter missing, or a master whose solutions fail its tests
+        print(f"rcteach assign: {e}", file=sys.stderr)
+        return 1
     for name, paths in built.items():
         print(f"{name}: student notebook {paths['student']}, autograder {paths['autograder']}")
     return 0
