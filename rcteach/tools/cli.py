@@ -1,4 +1,8 @@
-"""Command line: ``python -m rcteach check`` runs the theory checks, ``bench`` the benchmark."""
+"""Command line: ``python -m rcteach check`` runs the theory checks, ``bench`` the benchmark.
+
+Exit status (set once, in :func:`main`): 0 success, 1 a check failed, a mutant survived or a
+submission could not be graded, 2 a usage error, 3 an internal error (``--verbose``: the traceback).
+"""
 
 from __future__ import annotations
 
