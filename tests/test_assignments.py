@@ -265,9 +265,13 @@ def test_assign_rejects_a_missing_master(tmp_path):
         grading.assign(tmp_path / "nope" / "nope.ipynb", tmp_path / "build")
 
 
-def test_cli_registers_assign_and_grade():
+def test_cli_registers_assign_and_grade(tmp_path, monkeypatch):
     from rcteach.tools.cli import build_parser
 
+    monkeypatch.chdir(tmp_path)
+    for name in ("a.ipynb", "b.ipynb", "ag/key.py", "ag/questions.json"):  # the arguments must exist
+        pathlib.Path(name).parent.mkdir(exist_ok=True)
+        pathlib.Path(name).touch()
     args = build_parser().parse_args(["grade", "a.ipynb", "b.ipynb", "-a", "ag", "--timeout", "30"])
     assert args.submissions == ["a.ipynb", "b.ipynb"] and args.autograder == "ag" and args.timeout == 30
     assert not args.unsafe_no_sandbox

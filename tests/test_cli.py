@@ -1,17 +1,21 @@
-"""Unit tests for the command line, ``python -m rcteach check``."""
+"""The command line: ``python -m rcteach check`` and every command's exit codes and argument checks."""
 
 import fnmatch
 import importlib
 import json
+import math
+import re
 import subprocess
 import sys
 import uuid
 from pathlib import Path
 
 import pytest
+import torch
 
 from rcteach.checks import Comparison, register
-from rcteach.tools.cli import build_parser, main
+from rcteach.tools import cli
+from rcteach.tools.cli import build_parser, main, strict_row
 
 ROOT = Path(__file__).resolve().parents[1]
 registry_module = importlib.import_module("rcteach.checks.registry")
@@ -52,15 +56,10 @@ def test_parser_defaults():
 
 
 def test_parser_errors(capsys):
-    with pytest.raises(SystemExit) as exc:
-        main([])  # a command is required
-    assert exc.value.code == 2
-    with pytest.raises(SystemExit) as exc:
-        main(["check", "--quick", "--full"])  # mutually exclusive
-    assert exc.value.code == 2
-    with pytest.raises(SystemExit) as exc:
-        main(["frobnicate"])
-    assert exc.value.code == 2
+    assert main([]) == 2  # a command is required
+    assert main(["check", "--quick", "--full"]) == 2  # mutually exclusive
+    assert main(["frobnicate"]) == 2
+    assert main(["--help"]) == 0
     capsys.readouterr()
 
 
@@ -110,8 +109,202 @@ def test_mutants_exit_one_when_one_survives(temporary_checks, capsys):
     assert result["resolves"] == pytest.approx(0.1 / 0.9)
 
 
-def test_cli_errors():
-    with pytest.raises(ValueError, match="pattern"):
-        main(["check", "-k", "zz-matches-nothing-*"])
-    with pytest.raises(ValueError, match="device"):
-        main(["check", "-k", "mask-connectivity", "--device", "not-a-device"])
+def _usage_error(argv, capsys, *needles):
+    """``main(argv)`` exits 2 and says why on stderr, naming each of ``needles``."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert all(n in err for n in needles), err
+    return err
+
+
+@pytest.fixture
+def no_cuda(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+
+
+BAD_ARGUMENTS = [  # (arguments, what the message names); MISSING: a path that does not exist
+    (["bench", "--repeats", "0"], "--repeats: expected an integer >= 1, got 0"),
+    (["bench", "--repeats", "-1"], "--repeats: expected an integer >= 1, got -1"),
+    (["bench", "--repeats", "two"], "--repeats: expected an integer >= 1, got 'two'"),
+    (["bench", "--batch", "0"], "--batch: expected an integer >= 1, got 0"),
+    (["bench", "--sizes", "64", "0"], "--sizes: expected an integer >= 1, got 0"),
+    (["bench", "--depths", "-2"], "--depths: expected an integer >= 1, got -2"),
+    (["bench", "--budget", "0"], "--budget: expected a finite number > 0, got 0"),
+    (["bench", "--budget", "nan"], "--budget: expected a finite number > 0, got nan"),
+    (["bench", "--grid", "--official", "MISSING"], "--official: MISSING is not an existing folder"),
+    (["bench", "--csv", "MISSING/b.csv"], "--csv: MISSING/b.csv is not a file name in an existing folder"),
+    (["assign", "--source", "MISSING"], "--source: MISSING is not an existing folder"),
+    (["grade", "MISSING", "-a", "AUTOGRADER"], "submissions: MISSING is not an existing file or folder"),
+    (["grade", "NOTEBOOK", "-a", "MISSING"], "autograder MISSING is not an autograder folder"),
+    (["grade", "NOTEBOOK", "-a", "AUTOGRADER", "--timeout", "0"], "--timeout: expected a finite number > 0, got 0"),
+    (["grade", "NOTEBOOK", "-a", "AUTOGRADER", "--timeout", "-1"], "--timeout: expected a finite number > 0, got -1"),
+    (["grade", "NOTEBOOK", "-a", "AUTOGRADER", "--timeout", "inf"], "--timeout: expected a finite number > 0, got inf"),
+    (["sweep", "OUT", "--seeds", "0"], "--seeds: expected an integer >= 1, got 0"),
+    (["sweep", "OUT", "--depth", "0"], "--depth: expected an integer >= 1, got 0"),
+    (["sweep", "OUT", "--T", "6", "-8"], "--T: expected an integer >= 1, got -8"),
+    (["sweep", "OUT", "--gamma", "0"], "--gamma: expected a finite number > 0, got 0"),
+    (["sweep", "OUT", "--base-seed", "-1"], "--base-seed: expected an integer >= 0, got -1"),
+    (["sweep", "OUT", "--device", "not-a-device"], "--device: device must be a torch device string"),
+    (["check", "--device", "not-a-device"], "--device: device must be a torch device string, got 'not-a-device'"),
+    (["check", "--device", "cuda"], "--device: cuda asked for, but CUDA is not available here"),
+    (["bench", "--device", "cuda:1"], "--device: cuda:1 asked for, but CUDA is not available here"),
+    (["student-copy", "MISSING", "-o", "OUT"], "paths: MISSING is not an existing file"),
+]
+
+
+@pytest.mark.parametrize("argv, message", BAD_ARGUMENTS, ids=[" ".join(a) for a, _ in BAD_ARGUMENTS])
+def test_bad_argument_exits_two(argv, message, tmp_path, capsys, no_cuda):
+    (tmp_path / "NOTEBOOK").write_text("{}")
+    for name in ("key.py", "questions.json"):
+        (tmp_path / "AUTOGRADER").mkdir(exist_ok=True)
+        (tmp_path / "AUTOGRADER" / name).write_text("{}")
+    names = {"MISSING": tmp_path / "missing", "NOTEBOOK": tmp_path / "NOTEBOOK", "AUTOGRADER": tmp_path / "AUTOGRADER",
+             "OUT": tmp_path / "out"}
+    argv = [re.sub(r"^(MISSING|NOTEBOOK|AUTOGRADER|OUT)\b", lambda m: str(names[m.group(1)]), a) for a in argv]
+    err = _usage_error(argv, capsys, message.replace("MISSING", str(names["MISSING"])))
+    assert "usage:" in err and not (tmp_path / "out").exists()  # refused before anything ran
+
+
+def test_bad_values_found_after_parsing_exit_two(tmp_path, capsys, monkeypatch, no_cuda):
+    _usage_error(["check", "-k", "zz-matches-nothing-*"], capsys, "-k 'zz-matches-nothing-*' matches no check")
+    monkeypatch.setenv("RCTEACH_DEVICE", "cuda")  # the default device, from the environment
+    _usage_error(["check", "-k", "mask-connectivity"], capsys, "$RCTEACH_DEVICE", "CUDA is not available",
+                 "unset RCTEACH_DEVICE")
+    monkeypatch.setenv("RCTEACH_DEVICE", "not-a-device")
+    _usage_error(["check", "-k", "mask-connectivity"], capsys, "RCTEACH_DEVICE='not-a-device' is not a torch device")
+    monkeypatch.delenv("RCTEACH_DEVICE")
+    _usage_error(["bench", "--gpu-suite"], capsys, "--gpu-suite: cuda asked for, but CUDA is not available")
+    _usage_error(["assign", "--source", str(tmp_path)], capsys, "holds no master notebooks")
+    _usage_error(["sweep", str(tmp_path / "x"), "--configs", "B", "--quiet"], capsys, "python -m rcteach sweep: error:")
+    _usage_error(["sweep", str(tmp_path / "y"), "--configs", "A", "--device", "cuda", "--quiet"], capsys,
+                 "--device: cuda asked for, but CUDA is not available")
+
+
+def test_sweep_refuses_other_seeds_or_base_seed(tmp_path, capsys):
+    """The settings file next to the table covers seeds and base_seed: resuming with others mixes nothing."""
+    args = ["sweep", str(tmp_path), "--configs", "A", "--T", "6", "--gamma", "1", "--depth", "2", "--quiet"]
+    assert main(args + ["--seeds", "2"]) == 0
+    table = (tmp_path / "depth.csv").read_text()
+    for other in (["--seeds", "3"], ["--seeds", "2", "--base-seed", "1"]):
+        _usage_error(args + other, capsys, "other settings", "--force")
+        assert (tmp_path / "depth.csv").read_text() == table  # untouched
+    assert main(args + ["--seeds", "2", "--base-seed", "1", "--force"]) == 0
+    assert (tmp_path / "depth.csv").read_text() != table  # a new table, another replicate
+    assert json.loads((tmp_path / "depth.json").read_text())["base_seed"] == 1
+    capsys.readouterr()
+
+
+def _raise(*args, **kwargs):
+    raise ZeroDivisionError("boom")
+
+
+def test_internal_error_exits_three(temporary_checks, capsys, monkeypatch):
+    prefix, add = temporary_checks
+    add("ok", 0.0)
+    monkeypatch.setattr(cli, "results_table", _raise)  # a bug of the CLI itself, not of a check
+    assert main(["check", "-k", f"{prefix}-*"]) == 3
+    err = capsys.readouterr().err
+    assert "internal error: ZeroDivisionError: boom (--verbose shows the traceback)" in err
+    assert "Traceback (most recent call last)" not in err and err.rstrip().splitlines()[-1].startswith(
+        "python -m rcteach check: internal error")  # one line (after the progress bar)
+    for argv in (["--verbose", "check", "-k", f"{prefix}-*"], ["check", "-k", f"{prefix}-*", "--verbose"]):
+        assert main(argv) == 3
+        err = capsys.readouterr().err
+        assert "Traceback (most recent call last)" in err and err.rstrip().endswith("ZeroDivisionError: boom")
+
+
+def _strict_json(text: str):
+    """Parse ``text`` refusing NaN and Infinity (which json.loads accepts by default)."""
+    def refuse(token):
+        raise AssertionError(f"not strict JSON: {token}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_json_is_strict_with_an_infinite_value(temporary_checks, capsys):
+    prefix, add = temporary_checks
+    add("inf", float("inf"))
+    add("nan", float("nan"))
+    assert main(["check", "--json", "-k", f"{prefix}-*"]) == 1
+    rows = {r["name"]: r for r in _strict_json(capsys.readouterr().out)}
+    inf, nan = rows[f"{prefix}-inf"], rows[f"{prefix}-nan"]
+    assert inf["measured"] is None and inf["measured_note"] == "inf" and inf["verdict"] == "FAIL"
+    assert nan["measured"] is None and nan["measured_note"] == "nan" and not nan["passed"]
+    assert {"resolves", "mutants", "prediction", "tolerance"} <= set(inf) and "prediction_note" not in inf
+    assert strict_row({"x": [1.0, -math.inf, math.nan, math.inf], "y": {"z": math.inf}}) == {
+        "x": [1.0, None, None, None], "x_note": "-inf, nan, inf", "y": {"z": None}, "y_note": "inf"}
+
+
+def test_json_is_strict_when_resolves_is_infinite(temporary_checks, capsys):
+    prefix, _ = temporary_checks
+    register(f"{prefix}-loose", claim="c", source="derived", tolerance_note="n", mutants={"x 3": lambda p, s: 3 * p})(
+        lambda: Comparison(prediction=1.0, measured=1.0, tolerance=2.0, relative=True))  # detects no relative error
+    assert main(["check", "--json", "--mutants", "-k", f"{prefix}-*"]) == 1  # its mutant survives
+    (row,) = _strict_json(capsys.readouterr().out)
+    assert row["resolves"] is None and row["resolves_note"] == "inf" and row["verdict"] == "PASS"
+
+
+def test_a_check_that_raises_is_an_error_row(temporary_checks, capsys):
+    prefix, add = temporary_checks
+    add("ok", 0.0)
+    register(f"{prefix}-raises", claim="c", source="exact", tolerance_note="n", mutants=ONE_OFF)(
+        lambda: 1 / 0)
+    assert main(["check", "--json", "-k", f"{prefix}-*"]) == 1
+    rows = {r["name"]: r for r in _strict_json(capsys.readouterr().out)}
+    assert rows[f"{prefix}-ok"]["verdict"] == "PASS" and "error" not in rows[f"{prefix}-ok"]
+    bad = rows[f"{prefix}-raises"]
+    assert bad["verdict"] == "ERROR" and bad["error"] == "ZeroDivisionError: division by zero"
+    assert bad["passed"] is False and bad["mutants"] == [] and set(rows[f"{prefix}-ok"]) <= set(bad)
+    for extra in ([], ["--mutants"]):
+        assert main(["check", "-k", f"{prefix}-*", *extra]) == 1
+        out = capsys.readouterr().out
+        assert f"{prefix}-raises  ERROR  ZeroDivisionError: division by zero" in out and f"{prefix}-ok" in out
+        assert out.rstrip().endswith("; 1 raised (ERROR)")
+
+
+def test_grade_reports_why_a_submission_could_not_be_graded(tmp_path, capsys, monkeypatch):
+    grading = pytest.importorskip("rcteach.tools.grading")
+    (tmp_path / "ag").mkdir()
+    for name in ("key.py", "questions.json", "good.ipynb", "bad.ipynb", "crashed.ipynb"):
+        (tmp_path / ("ag" if name.endswith(("py", "json")) else "") / name).write_text("{}")
+
+    def fake(sub, autograder, **kwargs):  # the sandboxed run is tested in test_grading_attacks
+        if sub.name == "bad.ipynb":
+            raise RuntimeError("the answer key raised KeyError: 'q9'")
+        error = "exit status 1: JSONDecodeError: Expecting value" if sub.name == "crashed.ipynb" else None
+        return {"score": 1.0, "possible": 2.0, "tests": [], "limits_hit": [], "error": error}
+
+    monkeypatch.setattr(grading, "grade", fake)
+    notebooks = [str(tmp_path / n) for n in ("good.ipynb", "bad.ipynb", "crashed.ipynb")]
+    assert main(["grade", *notebooks, "-a", str(tmp_path / "ag")]) == 1
+    out, err = capsys.readouterr()
+    assert f"bad.ipynb: could not be graded: RuntimeError: the answer key raised KeyError: 'q9'" in err
+    assert out.splitlines() == [f"{notebooks[0]}: 1 / 2",
+                                f"{notebooks[2]}: 1 / 2  (run failed: exit status 1: JSONDecodeError: Expecting value)"]
+    assert main(["grade", notebooks[0], "-a", str(tmp_path / "ag")]) == 0
+    capsys.readouterr()
+
+
+def test_assign_exits_one_when_an_assignment_does_not_build(tmp_path, capsys, monkeypatch):
+    grading = pytest.importorskip("rcteach.tools.grading")
+    (tmp_path / "a1").mkdir()
+    (tmp_path / "a1" / "a1.ipynb").write_text("{}")
+
+    def fails(*args, **kwargs):
+        raise RuntimeError("otter assign failed for a1.ipynb: the solutions fail test q1")
+
+    monkeypatch.setattr(grading, "assign_all", fails)
+    assert main(["assign", "--source", str(tmp_path), "-o", str(tmp_path / "build")]) == 1
+    assert "rcteach assign: otter assign failed for a1.ipynb: the solutions fail test q1" in capsys.readouterr().err
+
+
+def test_a_failed_run_says_why():
+    from rcteach.tools.grading import _failure
+    from rcteach.tools.grading.sandbox import Outcome
+
+    assert _failure(Outcome(b"", "Traceback ...\nJSONDecodeError: Expecting value", 1, [], 0.1)) == \
+        "exit status 1: JSONDecodeError: Expecting value"
+    assert _failure(Outcome(b"", "", -9, [], 0.1)) == "exit status -9: no output"
+    assert _failure(Outcome(b"", "x", -9, ["wall-clock limit (1 s)"], 0.1)) is None  # limits_hit says why
+    assert _failure(Outcome(b"", "x", 0, [], 0.1)) is None

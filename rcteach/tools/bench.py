@@ -69,6 +69,7 @@ from ..matfree import stable_rank as matfree_stable_rank
 from ..metrics import spectrum, stable_rank
 from ..theory import LN2
 from ..width import width_stable_ranks
+from ._args import checked_device
 
 __all__ = ["CASES", "PRESETS", "run", "run_depth", "fit_exponent", "fits", "suite", "format_rows", "write_csv",
            "peak_memory_mb", "main"]
@@ -429,7 +430,7 @@ def main(args) -> int:
     preset = "gpu" if getattr(args, "gpu_suite", False) else "quick" if getattr(args, "quick", False) else "default"
     device = args.device
     if preset == "gpu" and device is None:
-        device = "cuda"
+        device = checked_device("cuda", origin="--gpu-suite")
     dtype = {None: None, "float32": torch.float32, "float64": torch.float64}[getattr(args, "dtype", None)]
     budget = getattr(args, "budget", None)
     if preset == "gpu" and budget is None:

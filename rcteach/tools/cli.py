@@ -1,25 +1,103 @@
-"""Command line: ``python -m rcteach check`` runs the theory checks, ``bench`` the benchmark."""
+"""Command line: ``python -m rcteach check`` runs the theory checks, ``bench`` the benchmark.
+
+Exit status (set once, in :func:`main`): 0 success, 1 a check failed, a mutant survived or a
+submission could not be graded, 2 a usage error, 3 an internal error (``--verbose``: the traceback).
+"""
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
+import math
 import sys
 import time
+import traceback
+from dataclasses import dataclass
 
-from ..checks import mutants_table, results_table, run_checks
-from ..device import resolve
+from ..checks import mutants_table, registry, results_table, run_check
+from ..checks.registry import Check
+from . import _args as arg
+from ._args import UsageError
+
+PROG = "python -m rcteach"
+
+
+@dataclass(frozen=True)
+class CheckError:
+    """A check that raised: a row of the results with verdict ERROR instead of a lost run."""
+
+    check: Check
+    error: str  # "<type>: <message>"
+    passed = False
+    mutants = ()
+
+    def as_dict(self) -> dict:
+        return {"name": self.check.name, "claim": self.check.claim, "source": self.check.source, "setting": {},
+                "prediction": None, "measured": None, "tolerance": None, "relative": None,
+                "tolerance_note": self.check.tolerance_note, "passed": False, "seconds": None, "resolves": None,
+                "mutants": [], "verdict": "ERROR", "error": self.error}
+
+
+def _run(name: str, mode: str, device: str):
+    try:
+        return run_check(name, mode, device=device)
+    except Exception as err:  # a check that raises is reported, and the others still run
+        return CheckError(registry()[name], f"{type(err).__name__}: {err}")
+
+
+def _strict(value):
+    """``value`` with every non-finite float replaced by None, and the non-finite values met (as text)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None, [str(value)]
+    if isinstance(value, (list, tuple)):
+        pairs = [_strict(v) for v in value]
+        return [v for v, _ in pairs], [n for _, notes in pairs for n in notes]
+    if isinstance(value, dict):
+        pairs = {k: _strict(v) for k, v in value.items()}
+        return {k: v for k, (v, _) in pairs.items()}, [n for _, notes in pairs.values() for n in notes]
+    return value, []
+
+
+def strict_row(row: dict) -> dict:
+    """A result row as strict JSON data: a non-finite number becomes null, and the field ``<key>_note``
+    says what it was (``"inf"``, ``"-inf"``, ``"nan"``; several, comma-separated, for a list)."""
+    out = {}
+    for key, value in row.items():
+        out[key], notes = _strict(value)
+        if notes:
+            out[f"{key}_note"] = ", ".join(dict.fromkeys(notes))
+    return out
+
+
+def _text(results, mutants: bool) -> str:
+    """The results (or mutants) table, with a row per check that raised and their count."""
+    ok = [r for r in results if not isinstance(r, CheckError)]
+    errors = [r for r in results if isinstance(r, CheckError)]
+    lines = (mutants_table(ok) if mutants else results_table(ok)).split("\n")
+    if not errors:
+        return "\n".join(lines)
+    width = max(len(r.check.name) for r in errors)
+    return "\n".join(lines[:-1] + [f"{r.check.name.ljust(width)}  ERROR  {r.error}" for r in errors]
+                     + [f"{lines[-1]}; {len(errors)} raised (ERROR)"])
 
 
 def _check(args) -> int:
-    device, _ = resolve(args.device)
-    results = run_checks(args.mode, device=device, pattern=args.k, progress=not args.json)
+    device = args.device or arg.checked_device()
+    names = [n for n in registry() if fnmatch.fnmatch(n, args.k)]
+    if not names:
+        raise UsageError(f"-k {args.k!r} matches no check; registered: {', '.join(registry())}")
+    if not args.json:
+        from tqdm.auto import tqdm
+
+        names = tqdm(names, desc=f"theory checks ({args.mode})", unit="check")
+    results = [_run(n, args.mode, device) for n in names]
     if args.json:
-        json.dump([r.as_dict() for r in results], sys.stdout, indent=2)
-        print()
+        rows = [{"verdict": "PASS" if r.passed else "FAIL", **r.as_dict()} for r in results]
+        print(json.dumps([strict_row(row) for row in rows], indent=2, allow_nan=False))
     else:
         print(f"theory checks, {args.mode} mode, device {device}" + (", mutants" if args.mutants else ""))
-        print(mutants_table(results) if args.mutants else results_table(results))
+        print(_text(results, args.mutants))
     passed = all(r.passed for r in results)
     if args.mutants:  # a mutant run also needs the checks themselves to pass
         passed = passed and all(m["killed"] for r in results for m in r.mutants)
@@ -36,15 +114,16 @@ def _sweep(args) -> int:
     from ..grid import run_grid
     from .sweep import executor_from
 
+    if args.device is not None and not args.dask:
+        arg.checked_device(args.device)
     client = executor_from(args.dask) if args.dask else None
     start = time.perf_counter()
     try:
         table = run_grid(args.out, args.configs, T=args.T, gamma=args.gamma, depth=args.depth, seeds=args.seeds,
                          base_seed=args.base_seed, authors_skip=args.authors_skip, dtype=args.dtype,
                          device=args.device, executor=client, force=args.force, progress=not args.quiet)
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    except ValueError as err:  # other settings in OUT, an unknown configuration: the arguments are at fault
+        raise UsageError(str(err)) from err
     finally:
         if client is not None:
             client.close()
@@ -53,7 +132,8 @@ def _sweep(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m rcteach", description=__doc__)
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__)
+    parser.add_argument("--verbose", action="store_true", help="show the traceback of an internal error (exit 3)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     check = sub.add_parser("check", help="run the theory checks; exit 1 if any fails")
@@ -61,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--quick", dest="mode", action="store_const", const="quick", help="small settings (default)")
     mode.add_argument("--full", dest="mode", action="store_const", const="full", help="large settings")
     check.set_defaults(mode="quick", func=_check)
-    check.add_argument("--device", default=None, help="torch device (default: $RCTEACH_DEVICE, else cuda if available, else cpu)")
+    check.add_argument("--device", type=arg.device, default=None, help="torch device (default: $RCTEACH_DEVICE, else cuda if available, else cpu)")
     check.add_argument("--json", action="store_true", help="print the results as JSON")
     check.add_argument("-k", default="*", metavar="GLOB", help="run only the checks whose name matches GLOB")
     check.add_argument("--mutants", action="store_true",
@@ -72,34 +152,35 @@ def build_parser() -> argparse.ArgumentParser:
     preset.add_argument("--quick", action="store_true", help="small sizes (T <= 256), a few seconds")
     preset.add_argument("--gpu-suite", action="store_true",
                         help="CUDA, T up to 16384 within --budget seconds (scripts/gpu_benchmark.sh)")
-    bench.add_argument("--sizes", type=int, nargs="+", default=None, help="values of T (default: the preset's)")
-    bench.add_argument("--depths", type=int, nargs="+", default=None, help="depths of the depth section")
-    bench.add_argument("--batch", type=int, default=None, help="batch of independent matrices")
-    bench.add_argument("--repeats", type=int, default=None, help="timed repeats (median reported)")
-    bench.add_argument("--device", default=None, help="torch device")
+    bench.add_argument("--sizes", type=arg.positive_int, nargs="+", default=None, help="values of T (default: the preset's)")
+    bench.add_argument("--depths", type=arg.positive_int, nargs="+", default=None, help="depths of the depth section")
+    bench.add_argument("--batch", type=arg.positive_int, default=None, help="batch of independent matrices")
+    bench.add_argument("--repeats", type=arg.positive_int, default=None, help="timed repeats (median reported)")
+    bench.add_argument("--device", type=arg.device, default=None, help="torch device")
     bench.add_argument("--dtype", choices=["float32", "float64"], default=None,
                        help="default: float64 on the CPU, float32 on CUDA")
-    bench.add_argument("--budget", type=float, default=None,
+    bench.add_argument("--budget", type=arg.positive_float, default=None,
                        help="seconds: skip sizes predicted to overrun (default: none; 360 with --gpu-suite)")
-    bench.add_argument("--csv", default=None, help="also write every section to this CSV file")
+    bench.add_argument("--csv", type=arg.file_in_existing_dir, default=None, help="also write every section to this CSV file")
     bench.add_argument("--grid", action="store_true",
                        help="time the authors' 25-configuration grid (rcteach.grid), side by side with --official")
-    bench.add_argument("--official", default=None, metavar="PATH",
+    bench.add_argument("--official", type=arg.existing_dir, default=None, metavar="PATH",
                        help="with --grid: a checkout of the official Mind-the-Gap code, timed in the same run")
     bench.set_defaults(func=_bench)
 
     sweep = sub.add_parser("sweep", help="run the authors' 25-configuration depth grid (rcteach.grid) into OUT/depth.csv")
     sweep.add_argument("out", help="folder for depth.csv and its settings depth.json (rerun: resumes)")
     sweep.add_argument("--configs", default="all", help="'all' (default) or NAME,NAME,... of rcteach.grid.CONFIGS")
-    sweep.add_argument("--T", type=int, nargs="+", default=None, help="token counts (default 20 40 60 80 100 150)")
-    sweep.add_argument("--gamma", type=float, nargs="+", default=None, help="T/d ratios (default 1 0.5 0.2)")
-    sweep.add_argument("--seeds", type=int, default=5, help="runs per point (default 5, as the authors)")
-    sweep.add_argument("--depth", type=int, default=10, help="layers, every one recorded (default 10)")
-    sweep.add_argument("--base-seed", type=int, default=0, help="another independent replicate of the grid")
+    sweep.add_argument("--T", type=arg.positive_int, nargs="+", default=None, help="token counts (default 20 40 60 80 100 150)")
+    sweep.add_argument("--gamma", type=arg.positive_float, nargs="+", default=None, help="T/d ratios (default 1 0.5 0.2)")
+    sweep.add_argument("--seeds", type=arg.positive_int, default=5, help="runs per point (default 5, as the authors)")
+    sweep.add_argument("--depth", type=arg.positive_int, default=10, help="layers, every one recorded (default 10)")
+    sweep.add_argument("--base-seed", type=arg.nonnegative_int, default=0, help="another independent replicate of the grid")
     sweep.add_argument("--authors-skip", action="store_true",
                        help="reproduce the authors' doubled skip block (output x 2 in the '+ skip' configurations)")
     sweep.add_argument("--dtype", choices=["float32", "float64"], default="float32", help="working precision")
-    sweep.add_argument("--device", default=None, help="torch device of each worker (e.g. cuda)")
+    sweep.add_argument("--device", type=arg.device_name, default=None,
+                       help="torch device of each worker (e.g. cuda; checked here unless --dask)")
     sweep.add_argument("--dask", default=None, metavar="ADDRESS",
                        help="run the points on a dask scheduler at ADDRESS, or 'local:N' for N local workers "
                             "(pip install rcteach[cluster])")
@@ -111,9 +192,31 @@ def build_parser() -> argparse.ArgumentParser:
 
     student.add_subcommand(sub)
     grading.add_subcommands(sub)
+    for command in sub.choices.values():  # --verbose after the command too (SUPPRESS keeps one given before it)
+        command.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return parser
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
-    return args.func(args)
+    """Run the command line; returns the exit status.
+
+    0 success; 1 a check failed, a mutant survived or a submission could not be graded; 2 a usage
+    error (argparse's convention; also a bad value found after parsing, :class:`UsageError`); 3 an
+    internal error (an unexpected exception: one line on stderr, the traceback with ``--verbose``).
+    """
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as stop:  # argparse: 2 after a usage error, 0 after --help
+        return stop.code or 0
+    try:
+        return args.func(args)
+    except UsageError as err:
+        print(f"{PROG} {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except Exception as err:
+        print(f"{PROG} {args.command}: internal error: {type(err).__name__}: {err}"
+              + ("" if args.verbose else " (--verbose shows the traceback)"), file=sys.stderr)
+        if args.verbose:
+            traceback.print_exc()
+        return 3

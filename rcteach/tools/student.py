@@ -20,6 +20,8 @@ import copy
 import pathlib
 import re
 
+from ._args import existing_file
+
 __all__ = ["SOLUTION_TAG", "is_solution_cell", "strip_solution_admonitions", "strip_solutions", "student_copy"]
 
 SOLUTION_TAG = "solution"
@@ -111,7 +113,7 @@ def _main(args) -> int:
 def add_subcommand(sub) -> None:
     """Register ``student-copy`` on the rcteach CLI's subparsers."""
     p = sub.add_parser("student-copy", help="write chapters without their exercise solutions")
-    p.add_argument("paths", nargs="+", help="chapters (book/*.md)")
+    p.add_argument("paths", type=existing_file, nargs="+", help="chapters (book/*.md)")
     p.add_argument("-o", "--output", required=True, help="output folder")
     p.add_argument("--to", choices=sorted(_FORMATS), default="md", help="output format (default md)")
     p.set_defaults(func=_main)

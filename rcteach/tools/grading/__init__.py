@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 
+from .._args import UsageError, existing_dir, existing_path, positive_float
 from . import answers, harness, sandbox, verdict
 
 __all__ = ["ASSIGNMENTS_DIR", "masters", "assign", "assign_all", "grade", "question_points"]
@@ -187,7 +188,7 @@ def grade(submission, autograder, *, timeout=600, output_dir=None, cell_timeout=
 
     Returns ``score``, ``possible``, ``tests`` (per question: ``name``, ``score``, ``max_score``,
     ``feedback``), ``limits_hit`` (as seen from outside), ``output`` (the run's first output,
-    untrusted), ``seconds`` and ``error`` (None).  ``output_dir`` also keeps this as JSON.
+    untrusted), ``seconds`` and ``error`` (None, or why the run failed: see :func:`_failure`).  ``output_dir`` also keeps this as JSON.
     """
     submission, folder = pathlib.Path(submission), _autograder_dir(autograder)
     if not submission.is_file():
@@ -216,7 +217,7 @@ def grade(submission, autograder, *, timeout=600, output_dir=None, cell_timeout=
     marks = [verdict.mark(q, p, asks[q], got.get(q), want[q]) for q, p in points.items()]
     result = {"score": sum(m.score for m in marks), "possible": float(sum(points.values())),
               "tests": [dataclasses.asdict(m) for m in marks], "limits_hit": out.limits_hit,
-              "output": out.output, "seconds": out.seconds, "error": None}
+              "output": out.output, "seconds": out.seconds, "error": _failure(out)}
     if output_dir is not None:
         pathlib.Path(output_dir).mkdir(parents=True, exist_ok=True)
         name = "__".join(submission.with_suffix("").parts[-2:]) + "-results.json"
@@ -224,8 +225,23 @@ def grade(submission, autograder, *, timeout=600, output_dir=None, cell_timeout=
     return result
 
 
+def _failure(out) -> str | None:
+    """Why a sandboxed run failed: None when it exited 0 or stopped at a limit (``limits_hit`` says
+    which), else its exit status and the last line of its (untrusted, shortened) output."""
+    if out.returncode == 0 or out.limits_hit:
+        return None
+    last = out.output.strip().splitlines()[-1:] or ["no output"]
+    return f"exit status {out.returncode}: {last[0][:300]}"
+
+
 def _main_assign(args) -> int:
-    built = assign_all(args.output, source=args.source, run_tests=not args.no_run_tests)
+    if not masters(args.source):
+        raise UsageError(f"--source {args.source} holds no master notebooks <name>/<name>.ipynb")
+    try:
+        built = assign_all(args.output, source=args.source, run_tests=not args.no_run_tests)
+    except RuntimeError as e:  # otter missing, or a master whose solutions fail its tests
+        print(f"rcteach assign: {e}", file=sys.stderr)
+        return 1
     for name, paths in built.items():
         print(f"{name}: student notebook {paths['student']}, autograder {paths['autograder']}")
     return 0
@@ -240,18 +256,24 @@ def _submissions(paths) -> list[pathlib.Path]:
 
 
 def _main_grade(args) -> int:
-    rows = []
+    """Grade each submission; one that cannot be graded is reported (why) and the exit status is 1."""
+    rows, failed = [], 0
     try:
         for sub in _submissions(args.submissions):
-            r = grade(sub, args.autograder, timeout=args.timeout, output_dir=args.output,
-                      unsafe_no_sandbox=args.unsafe_no_sandbox)
-            notes = "; ".join(r["limits_hit"])
-            print(f"{sub}: {r['score']:g} / {r['possible']:g}" + (f"  (stopped: {notes})" if notes else ""))
+            try:
+                r = grade(sub, args.autograder, timeout=args.timeout, output_dir=args.output,
+                          unsafe_no_sandbox=args.unsafe_no_sandbox)
+            except sandbox.SandboxUnavailable as e:  # the same for every submission: install bwrap or pass the flag
+                raise UsageError(str(e)) from e
+            except (ValueError, RuntimeError, OSError) as e:
+                print(f"{sub}: could not be graded: {type(e).__name__}: {e}", file=sys.stderr)
+                failed += 1
+                continue
+            notes = "; ".join((["stopped: " + "; ".join(r["limits_hit"])] if r["limits_hit"] else [])
+                              + ([f"run failed: {r['error']}"] if r["error"] else []))
+            print(f"{sub}: {r['score']:g} / {r['possible']:g}" + (f"  ({notes})" if notes else ""))
             rows.append({"notebook": str(sub), "score": r["score"], "possible": r["possible"],
                          **{t["name"]: t["score"] for t in r["tests"]}, "limits_hit": notes})
-    except (sandbox.SandboxUnavailable, ValueError) as e:
-        print(f"rcteach grade: {e}", file=sys.stderr)
-        return 2
     finally:
         if args.output is not None and rows:
             pathlib.Path(args.output).mkdir(parents=True, exist_ok=True)
@@ -259,27 +281,29 @@ def _main_grade(args) -> int:
                 writer = csv.DictWriter(f, fieldnames=list(rows[0]))
                 writer.writeheader()
                 writer.writerows(rows)
-    return 0
+    return 1 if failed else 0
 
 
-def _seconds(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"--timeout must be > 0 seconds, got {text}")
-    return value
+def _autograder_arg(text: str) -> str:
+    """``-a``: an autograder folder built by ``assign`` (argparse ``type=``)."""
+    try:
+        _autograder_dir(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
 
 
 def add_subcommands(sub) -> None:
     """Register ``assign`` and ``grade`` on the rcteach CLI's subparsers."""
     a = sub.add_parser("assign", help="build student notebooks and autograders from assignments/ (otter assign)")
     a.add_argument("-o", "--output", default="_build/assignments", help="build folder (default _build/assignments)")
-    a.add_argument("--source", default=str(ASSIGNMENTS_DIR), help="folder of <name>/<name>.ipynb masters")
+    a.add_argument("--source", type=existing_dir, default=str(ASSIGNMENTS_DIR), help="folder of <name>/<name>.ipynb masters")
     a.add_argument("--no-run-tests", action="store_true", help="do not check the solutions against the tests")
     a.set_defaults(func=_main_assign)
     g = sub.add_parser("grade", help="grade submissions, each in a fresh sandbox; the verdict is computed outside it")
-    g.add_argument("submissions", nargs="+", help="student notebooks (.ipynb), or folders of them")
-    g.add_argument("-a", "--autograder", required=True, help="the autograder folder built by `assign`")
-    g.add_argument("--timeout", type=_seconds, default=600, help="wall-clock (and CPU) limit per submission in seconds")
+    g.add_argument("submissions", type=existing_path, nargs="+", help="student notebooks (.ipynb), or folders of them")
+    g.add_argument("-a", "--autograder", type=_autograder_arg, required=True, help="the autograder folder built by `assign`")
+    g.add_argument("--timeout", type=positive_float, default=600, help="wall-clock (and CPU) limit per submission in seconds")
     g.add_argument("-o", "--output", default=None, help="folder for scores.csv and each submission's results JSON")
     g.add_argument("--unsafe-no-sandbox", action="store_true",
                    help="grade even where no bwrap sandbox works: a submission can then read the answers and change files")
