@@ -146,9 +146,9 @@ BAD_ARGUMENTS = [  # (arguments, what the message names); MISSING: a path that d
     (["sweep", "OUT", "--gamma", "0"], "--gamma: expected a finite number > 0, got 0"),
     (["sweep", "OUT", "--base-seed", "-1"], "--base-seed: expected an integer >= 0, got -1"),
     (["sweep", "OUT", "--device", "not-a-device"], "--device: device must be a torch device string"),
-    (["check", "--device", "not-a-device"], "--device: device must be a torch device string, got 'not-a-device'"),
-    (["check", "--device", "cuda"], "--device: cuda asked for, but CUDA is not available here"),
-    (["bench", "--device", "cuda:1"], "--device: cuda:1 asked for, but CUDA is not available here"),
+    (["check", "--device", "not-a-device"], "--device: device must be a torch device string such as 'cpu' or 'cuda:0', got 'not-a-device'"),
+    (["check", "--device", "cuda"], "--device: device='cuda' asks for CUDA, but CUDA is not available"),
+    (["bench", "--device", "cuda:1"], "--device: device='cuda:1' asks for CUDA, but CUDA is not available"),
     (["student-copy", "MISSING", "-o", "OUT"], "paths: MISSING is not an existing file"),
 ]
 
@@ -172,13 +172,13 @@ def test_bad_values_found_after_parsing_exit_two(tmp_path, capsys, monkeypatch, 
     _usage_error(["check", "-k", "mask-connectivity"], capsys, "$RCTEACH_DEVICE", "CUDA is not available",
                  "unset RCTEACH_DEVICE")
     monkeypatch.setenv("RCTEACH_DEVICE", "not-a-device")
-    _usage_error(["check", "-k", "mask-connectivity"], capsys, "RCTEACH_DEVICE='not-a-device' is not a torch device")
+    _usage_error(["check", "-k", "mask-connectivity"], capsys, "RCTEACH_DEVICE must be a torch device string")
     monkeypatch.delenv("RCTEACH_DEVICE")
-    _usage_error(["bench", "--gpu-suite"], capsys, "--gpu-suite: cuda asked for, but CUDA is not available")
+    _usage_error(["bench", "--gpu-suite"], capsys, "--gpu-suite: device='cuda' asks for CUDA, but CUDA is not available")
     _usage_error(["assign", "--source", str(tmp_path)], capsys, "holds no master notebooks")
     _usage_error(["sweep", str(tmp_path / "x"), "--configs", "B", "--quiet"], capsys, "python -m rcteach sweep: error:")
     _usage_error(["sweep", str(tmp_path / "y"), "--configs", "A", "--device", "cuda", "--quiet"], capsys,
-                 "--device: cuda asked for, but CUDA is not available")
+                 "--device: device='cuda' asks for CUDA, but CUDA is not available")
 
 
 def test_sweep_refuses_other_seeds_or_base_seed(tmp_path, capsys):

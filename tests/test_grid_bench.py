@@ -39,9 +39,10 @@ def test_fit_cost_exponents():
     assert math.isclose(p, 3.0, abs_tol=1e-9) and math.isclose(q, 0.5, abs_tol=1e-9)
 
 
-def test_cli_official_needs_grid(capsys):
+def test_cli_official_needs_grid_and_the_official_script(capsys, tmp_path):
     from rcteach.tools.cli import main
 
-    assert main(["bench", "--official", "/nowhere"]) == 2
-    assert main(["bench", "--grid", "--official", "/nowhere"]) == 2
+    assert main(["bench", "--official", str(tmp_path)]) == 2  # --official without --grid
+    assert "--grid" in capsys.readouterr().err
+    assert main(["bench", "--grid", "--official", str(tmp_path)]) == 2  # a folder without the official code
     assert "stable_ranks.py" in capsys.readouterr().err
