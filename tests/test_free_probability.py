@@ -41,7 +41,7 @@ def test_bad_order(bad):
 
 def test_correlated_bulk_radius_special_cases():
     from rcteach import orthonormal_tokens, theory
-    from rcteach.depth import normalise
+    from rcteach.norms import normalise
     from rcteach.tokens import gaussian_tokens
 
     s2, T = 0.5, 200

@@ -78,7 +78,7 @@ def test_noniso_bulk_radius_limits():
     # the linear part's radius^2 s2 (T + T(T-1)/d)/T^2 is (1/T^2) tr(M^T M)/d tr(S^2)/d for Gaussian unit-norm tokens
     import torch
 
-    from rcteach.depth import normalise
+    from rcteach.norms import normalise
 
     d = 64
     X = normalise(rcteach.gaussian_tokens(T, d, batch=8, seed=0), "rms")
