@@ -29,14 +29,15 @@ STATIC_BOOK = "RCTEACH_STATIC_BOOK"  # rcteach.precomputed.STATIC_BOOK (not impo
 def _check_vendored(app):
     """Raise ConfigError unless every vendored script is a local file in ``html_static_path``."""
     cfg = app.config
-    static = [Path(app.confdir, p) for p in cfg.html_static_path]
+    # Only the folders that exist: extensions add entries of their own that may not (sphinx_comments).
+    static = [path for path in (Path(app.confdir, p) for p in cfg.html_static_path) if path.is_dir()]
     wanted = [cfg.mathjax_path, *(getattr(cfg, "nb_ipywidgets_js", None) or {})]
-    problems = [f"html_static_path entry {p} does not exist" for p in static if not p.is_dir()]
+    problems = []
     for name in wanted:
         if "://" in str(name) or str(name).startswith("//"):
             problems.append(f"{name} is a URL: the offline book serves its scripts itself")
         elif not any((p / name).is_file() for p in static):
-            problems.append(f"{name} is in none of {', '.join(str(p) for p in static)}")
+            problems.append(f"{name} is in none of the static folders {', '.join(map(str, static)) or '(none exist)'}")
     if problems:
         raise ConfigError("vendored front-end files missing (run `make vendor`; it needs npm from the system "
                           "package manager, e.g. `sudo apt-get install npm`):\n  " + "\n  ".join(problems))
