@@ -66,7 +66,7 @@ from .device import resolve
 from .sweep import Table, point_seed, sweep
 from .width import width_dims
 
-__all__ = ["Config", "CONFIGS", "GRID", "METRICS", "config_names", "centred_softmax", "bartlett", "simulate",
+__all__ = ["Config", "CONFIGS", "GRID", "METRICS", "config_names", "centred_softmax", "bartlett", "top_eigenpair", "simulate",
            "grid_rows", "run_grid"]
 
 METRICS = ("stable_rank", "stable_rank_gram", "relative_mu", "log_norm")
@@ -141,8 +141,10 @@ def bartlett(p, dof, *, gens, seeds=1, dtype=torch.float64, device=None) -> torc
     dof = _validate.integer("dof", dof, minimum=0)
     device = resolve(device)[0]
     cols = min(p, dof)
-    L = torch.tril(_draws(gens, seeds, (p, p), dtype, device), diagonal=-1)
-    L[..., cols:] = 0
+    i, j = torch.tril_indices(p, p, -1, device=device)
+    i, j = i[j < cols], j[j < cols]  # the strictly lower entries of the nonzero columns: only these are drawn
+    L = torch.zeros(len(gens) * seeds, p, p, dtype=dtype, device=device)
+    L[:, i, j] = _draws(gens, seeds, (len(i),), dtype, device)
     if cols:
         chi = _chi2(gens, seeds, [dof - j for j in range(cols)], dtype, device).sqrt()  # (n, cols)
         idx = torch.arange(cols, device=device)
@@ -165,7 +167,11 @@ def centred_softmax(logits, log_scale=None) -> tuple[torch.Tensor, torch.Tensor]
 
     Rows of B sum to 0.  Returns (B, log_out).
     """
-    logits = _validate.matrix("logits", logits, square=True)
+    return _centred_softmax(_validate.matrix("logits", logits, square=True), log_scale)
+
+
+def _centred_softmax(logits, log_scale=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`centred_softmax` without the input checks (the grid's inner loop)."""
     T = logits.shape[-1]
     dt = logits.dtype
     if log_scale is None:
@@ -176,6 +182,8 @@ def centred_softmax(logits, log_scale=None) -> tuple[torch.Tensor, torch.Tensor]
     x = log_x.clamp(max=math.log(torch.finfo(dt).max) - 2).exp().to(dt)[..., None, None]
     large, small = log_x > 0, log_x < math.log(torch.finfo(dt).eps)
     middle = ~(large | small)
+    if large.all():  # the i.i.d. logits of A: no small case to treat
+        return torch.softmax(x * ell, dim=-1) - 1.0 / T, torch.zeros_like(log_x)
     B = torch.empty_like(ell)
     if large.any():
         B[large] = torch.softmax(x[large] * ell[large], dim=-1) - 1.0 / T
@@ -253,20 +261,47 @@ def _layernorm(Z, O, T) -> torch.Tensor:
     return torch.cat([torch.zeros_like(Z[..., :1]), Y], dim=-1)
 
 
+def top_eigenpair(S) -> tuple[torch.Tensor, torch.Tensor]:
+    """The largest eigenvalue lam (*batch,) (float64) and a unit eigenvector v (*batch, m) of each symmetric S.
+
+    On the CPU, LAPACK's ``syevr`` for that one pair (Householder tridiagonalisation, bisection and
+    inverse iteration on the tridiagonal matrix): the backward-stable result of ``eigh``, at about
+    60 % of its cost for m >= 60 (the other eigenpairs cost the rest).  Elsewhere, and where LAPACK
+    reports a failure, ``torch.linalg.eigh`` (retried in float64).
+    """
+    flat = S.reshape(-1, *S.shape[-2:])
+    n, m = flat.shape[:2]
+    lam = torch.full((n,), math.nan, dtype=torch.float64)
+    vec = torch.zeros(n, m, dtype=S.dtype)
+    if flat.device.type == "cpu" and flat.dtype in (torch.float32, torch.float64):
+        from scipy.linalg import lapack  # lazy: only the grid's metrics need it
+
+        syevr = lapack.get_lapack_funcs("syevr", dtype=flat.numpy().dtype)
+        for i, a in enumerate(flat.detach().numpy()):
+            w, z, *_, info = syevr(a, compute_v=1, range="I", il=m, iu=m, lower=1)
+            if info == 0:
+                lam[i], vec[i] = float(w[0]), torch.from_numpy(z[:, 0])
+    bad = ~torch.isfinite(lam)
+    if bad.any():  # float32 may fail to converge on a nearly rank-one S: redo in float64
+        w, z = torch.linalg.eigh(flat[bad.to(flat.device)].to(torch.float64))
+        lam[bad], vec[bad] = w[:, -1].cpu(), z[..., -1].to(S.dtype).cpu()
+    return lam.reshape(S.shape[:-2]).to(S.device), vec.reshape(S.shape[:-1]).to(S.device)
+
+
 def _metrics(Z, log_norm) -> dict:
-    """The four metrics (module doc) of states Z (n, T, p) with ||Z||_F = 1."""
-    S = Z @ Z.mT
-    try:  # backward stable: every eigenvalue to rounding relative to s_1^2, all a stable rank needs
-        lam = torch.linalg.eigvalsh(S).to(torch.float64)
-    except torch.linalg.LinAlgError:
-        lam = torch.full(S.shape[:-1], math.nan, dtype=torch.float64, device=S.device)
-    bad = ~torch.isfinite(lam).all(-1)  # float32 may fail to converge on a nearly rank-one S: redo in float64
-    if bad.any():
-        lam[bad] = torch.linalg.eigvalsh(S[bad].to(torch.float64))
-    lam = lam.clamp_min(0)  # (n, T) ascending
+    """The four metrics (module doc) of states Z (n, T, p) with ||Z||_F = 1.
+
+    With S = Z Z^T (or Z^T Z, the smaller: same nonzero eigenvalues lam_1 >= lam_2 >= ...), the
+    stable ranks need only the top eigenpair (lam_1, v): sum lam_i = tr S, and sum_{i >= 2} lam_i^2 =
+    ||S - lam_1 v v^T||_F^2, the deflated matrix, whose entries carry the small eigenvalues to their
+    own rounding (a nearly rank-one S gives 1 + O(eps^2), not the O(eps) noise of ||S||_F^2 / lam_1^2).
+    """
+    S = Z @ Z.mT if Z.shape[-2] <= Z.shape[-1] else Z.mT @ Z
+    lam, v = top_eigenpair(S)
+    rest = S - lam.to(S.dtype)[:, None, None] * v[:, :, None] * v[:, None, :]
     Z = Z.to(torch.float64)
-    top = lam[:, -1]
-    return {"stable_rank": lam.sum(-1) / top, "stable_rank_gram": lam.square().sum(-1) / top.square(),
+    return {"stable_rank": S.diagonal(dim1=-2, dim2=-1).sum(-1, dtype=torch.float64) / lam,
+            "stable_rank_gram": 1 + rest.square().sum((-2, -1), dtype=torch.float64) / lam.square(),
             "relative_mu": Z[:, 1:].norm(dim=(-2, -1)) / Z.norm(dim=(-2, -1)),
             "log_norm": log_norm.clone()}
 
@@ -291,7 +326,7 @@ def _run(names, T, d, depth, seeds, seed, authors_skip, dtype, device) -> dict:
         return torch.tensor([f(c) for c in cfgs for _ in range(seeds)], dtype=kind, device=device)
 
     centred = per(lambda c: c.centred)
-    plain = (~centred).nonzero()[:, 0]
+    one_plain = (~centred).to(dtype)
     log_a = per(lambda c: -0.5 * math.log(d) if c.skip == "upscaled" else 0.0, torch.float64)
     ln = per(lambda c: c.layernorm).nonzero()[:, 0]
     identity = per(lambda c: c.attention == "identity").nonzero()[:, 0]
@@ -311,15 +346,15 @@ def _run(names, T, d, depth, seeds, seed, authors_skip, dtype, device) -> dict:
             L = bartlett(p, d, gens=gens, seeds=seeds, dtype=dtype, device=device)
             H = O(Z)  # tokens
             C = O(torch.cat([torch.zeros_like(Z[:, :1]), Z[:, 1:]], dim=1))  # centred tokens
-            B, log_att = centred_softmax((H @ G) @ (C @ L).mT / d ** 1.5, 2 * log_norm)
+            B, log_att = _centred_softmax((H @ G) @ (C @ L).mT / d ** 1.5, 2 * log_norm)
         else:
-            B, log_att = centred_softmax(math.sqrt(LN2) * _draws(gens, seeds, (T, T), dtype, device))
-        At = O.conjugate(B)  # rotated A_perp (over its scale): first column exactly zero
-        At[:, :, 0] = 0.0
-        if len(plain):  # A = 11^T/T + A_perp: rotated, e_0 e_0^T plus the scaled A_perp
-            At[plain] *= log_att[plain].exp().to(dtype)[:, None, None]
-            At[plain, 0, 0] = 1.0
-        At[identity] = torch.eye(T, dtype=dtype, device=device)
+            B, log_att = _centred_softmax(math.sqrt(LN2) * _draws(gens, seeds, (T, T), dtype, device))
+        # rotated A_perp, times exp(log_att) for A = 11^T/T + A_perp (rotated: e_0 e_0^T + its A_perp)
+        At = O.conjugate(B) * torch.where(centred, 0.0, log_att).exp().to(dtype)[:, None, None]
+        At[:, :, 0] = 0.0  # A_perp 1 = 0, written in exactly
+        At[:, 0, 0] = one_plain
+        if len(identity):
+            At[identity] = torch.eye(T, dtype=dtype, device=device)
         log_term = log_a + torch.where(centred, log_att, 0.0)  # log of the factor on A X W_V
         Y = At @ Z  # (n, T, p)
         if skip:  # W_V's e column, its k state directions, the Bartlett factor of the other d - 1 - k
