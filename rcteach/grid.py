@@ -66,7 +66,7 @@ from .device import resolve
 from .sweep import Table, point_seed, sweep
 from .width import width_dims
 
-__all__ = ["Config", "CONFIGS", "GRID", "METRICS", "config_names", "centred_softmax", "bartlett", "top_eigenpair", "simulate",
+__all__ = ["Config", "CONFIGS", "GRID", "METRICS", "config_names", "centred_softmax", "bartlett", "top_and_rest", "simulate",
            "grid_rows", "run_grid"]
 
 METRICS = ("stable_rank", "stable_rank_gram", "relative_mu", "log_norm")
@@ -142,9 +142,9 @@ def bartlett(p, dof, *, gens, seeds=1, dtype=torch.float64, device=None) -> torc
     device = resolve(device)[0]
     cols = min(p, dof)
     i, j = torch.tril_indices(p, p, -1, device=device)
-    i, j = i[j < cols], j[j < cols]  # the strictly lower entries of the nonzero columns: only these are drawn
-    L = torch.zeros(len(gens) * seeds, p, p, dtype=dtype, device=device)
-    L[:, i, j] = _draws(gens, seeds, (len(i),), dtype, device)
+    below = (i * p + j)[j < cols]  # the strictly lower entries of the nonzero columns: only these are drawn
+    L = torch.zeros(len(gens) * seeds, p * p, dtype=dtype, device=device)
+    L = L.index_copy_(1, below, _draws(gens, seeds, (len(below),), dtype, device)).view(-1, p, p)
     if cols:
         chi = _chi2(gens, seeds, [dof - j for j in range(cols)], dtype, device).sqrt()  # (n, cols)
         idx = torch.arange(cols, device=device)
@@ -205,7 +205,7 @@ class _Rotation:
 
     def __call__(self, M):
         """O M for M (*batch, T, q)."""
-        return M - self.beta * self.v[:, None] * (self.v @ M)[..., None, :]
+        return torch.addcmul(M, self.v[:, None], (self.v @ M)[..., None, :], value=-self.beta)
 
     def conjugate(self, A):
         """O A O for A (*batch, T, T)."""
@@ -261,47 +261,64 @@ def _layernorm(Z, O, T) -> torch.Tensor:
     return torch.cat([torch.zeros_like(Z[..., :1]), Y], dim=-1)
 
 
-def top_eigenpair(S) -> tuple[torch.Tensor, torch.Tensor]:
-    """The largest eigenvalue lam (*batch,) (float64) and a unit eigenvector v (*batch, m) of each symmetric S.
+def _mm(a, b) -> torch.Tensor:
+    """a @ b; batched float products on the CPU go through numpy's BLAS, which beats torch's batched kernel there."""
+    if a.device.type == "cpu" and a.dim() == 3:
+        import numpy as np
 
-    On the CPU, LAPACK's ``syevr`` for that one pair (Householder tridiagonalisation, bisection and
-    inverse iteration on the tridiagonal matrix): the backward-stable result of ``eigh``, at about
-    60 % of its cost for m >= 60 (the other eigenpairs cost the rest).  Elsewhere, and where LAPACK
-    reports a failure, ``torch.linalg.eigh`` (retried in float64).
+        return torch.from_numpy(np.matmul(a.numpy(), b.numpy()))
+    return a @ b
+
+
+def top_and_rest(S) -> tuple[torch.Tensor, torch.Tensor]:
+    """For each symmetric positive semi-definite S (n, m, m) with eigenvalues lam_1 >= lam_2 >= ...:
+    lam_1 and sum_{i >= 2} lam_i^2, both float64 (n,), each to the rounding of a backward-stable solver.
+
+    On the CPU for m >= 48: LAPACK's ``syevr`` for the top pair (lam_1, v) only (tridiagonalisation,
+    then bisection and inverse iteration), about 60 % of the cost of all eigenvalues, and the rest as
+    ||S - lam_1 v v^T||_F^2 (the deflated matrix carries the small eigenvalues to their own rounding:
+    a nearly rank-one S gives O(eps^2), not the O(eps) noise of ||S||_F^2 - lam_1^2).  Otherwise (one
+    batched call beats a loop of small ones) all eigenvalues from ``eigvalsh``.  Where float32 fails
+    to converge (a nearly rank-one S), ``eigvalsh`` in float64.
     """
-    flat = S.reshape(-1, *S.shape[-2:])
-    n, m = flat.shape[:2]
+    n, m = S.shape[:2]
     lam = torch.full((n,), math.nan, dtype=torch.float64)
-    vec = torch.zeros(n, m, dtype=S.dtype)
-    if flat.device.type == "cpu" and flat.dtype in (torch.float32, torch.float64):
+    rest = torch.full((n,), math.nan, dtype=torch.float64)
+    if S.device.type == "cpu" and m >= 48:
         from scipy.linalg import lapack  # lazy: only the grid's metrics need it
 
-        syevr = lapack.get_lapack_funcs("syevr", dtype=flat.numpy().dtype)
-        for i, a in enumerate(flat.detach().numpy()):
+        syevr = lapack.get_lapack_funcs("syevr", dtype=S.numpy().dtype)
+        vec = torch.zeros(n, m, dtype=S.dtype)
+        for i, a in enumerate(S.numpy()):
             w, z, *_, info = syevr(a, compute_v=1, range="I", il=m, iu=m, lower=1)
             if info == 0:
                 lam[i], vec[i] = float(w[0]), torch.from_numpy(z[:, 0])
-    bad = ~torch.isfinite(lam)
-    if bad.any():  # float32 may fail to converge on a nearly rank-one S: redo in float64
-        w, z = torch.linalg.eigh(flat[bad.to(flat.device)].to(torch.float64))
-        lam[bad], vec[bad] = w[:, -1].cpu(), z[..., -1].to(S.dtype).cpu()
-    return lam.reshape(S.shape[:-2]).to(S.device), vec.reshape(S.shape[:-1]).to(S.device)
+        deflated = S - lam.to(S.dtype)[:, None, None] * vec[:, :, None] * vec[:, None, :]
+        rest = deflated.square().sum((-2, -1), dtype=torch.float64)
+    else:
+        try:
+            w = torch.linalg.eigvalsh(S).to(torch.float64).clamp_min(0).cpu()
+            lam, rest = w[:, -1], w[:, :-1].square().sum(-1)
+        except torch.linalg.LinAlgError:
+            pass
+    bad = ~(torch.isfinite(lam) & torch.isfinite(rest))
+    if bad.any():
+        w = torch.linalg.eigvalsh(S[bad.to(S.device)].to(torch.float64)).clamp_min(0).cpu()
+        lam[bad], rest[bad] = w[:, -1], w[:, :-1].square().sum(-1)
+    return lam.to(S.device), rest.to(S.device)
 
 
 def _metrics(Z, log_norm) -> dict:
     """The four metrics (module doc) of states Z (n, T, p) with ||Z||_F = 1.
 
-    With S = Z Z^T (or Z^T Z, the smaller: same nonzero eigenvalues lam_1 >= lam_2 >= ...), the
-    stable ranks need only the top eigenpair (lam_1, v): sum lam_i = tr S, and sum_{i >= 2} lam_i^2 =
-    ||S - lam_1 v v^T||_F^2, the deflated matrix, whose entries carry the small eigenvalues to their
-    own rounding (a nearly rank-one S gives 1 + O(eps^2), not the O(eps) noise of ||S||_F^2 / lam_1^2).
+    From S = Z Z^T (or Z^T Z, the smaller: the same nonzero eigenvalues lam_1 >= lam_2 >= ...):
+    stable_rank = tr S / lam_1, stable_rank_gram = 1 + sum_{i >= 2} lam_i^2 / lam_1^2 (:func:`top_and_rest`).
     """
-    S = Z @ Z.mT if Z.shape[-2] <= Z.shape[-1] else Z.mT @ Z
-    lam, v = top_eigenpair(S)
-    rest = S - lam.to(S.dtype)[:, None, None] * v[:, :, None] * v[:, None, :]
+    S = _mm(Z, Z.mT) if Z.shape[-2] <= Z.shape[-1] else _mm(Z.mT, Z)
+    lam, rest = top_and_rest(S)
     Z = Z.to(torch.float64)
     return {"stable_rank": S.diagonal(dim1=-2, dim2=-1).sum(-1, dtype=torch.float64) / lam,
-            "stable_rank_gram": 1 + rest.square().sum((-2, -1), dtype=torch.float64) / lam.square(),
+            "stable_rank_gram": 1 + rest / lam.square(),
             "relative_mu": Z[:, 1:].norm(dim=(-2, -1)) / Z.norm(dim=(-2, -1)),
             "log_norm": log_norm.clone()}
 
@@ -346,7 +363,7 @@ def _run(names, T, d, depth, seeds, seed, authors_skip, dtype, device) -> dict:
             L = bartlett(p, d, gens=gens, seeds=seeds, dtype=dtype, device=device)
             H = O(Z)  # tokens
             C = O(torch.cat([torch.zeros_like(Z[:, :1]), Z[:, 1:]], dim=1))  # centred tokens
-            B, log_att = _centred_softmax((H @ G) @ (C @ L).mT / d ** 1.5, 2 * log_norm)
+            B, log_att = _centred_softmax(_mm(_mm(H, G), _mm(C, L).mT) / d ** 1.5, 2 * log_norm)
         else:
             B, log_att = _centred_softmax(math.sqrt(LN2) * _draws(gens, seeds, (T, T), dtype, device))
         # rotated A_perp, times exp(log_att) for A = 11^T/T + A_perp (rotated: e_0 e_0^T + its A_perp)
@@ -356,19 +373,19 @@ def _run(names, T, d, depth, seeds, seed, authors_skip, dtype, device) -> dict:
         if len(identity):
             At[identity] = torch.eye(T, dtype=dtype, device=device)
         log_term = log_a + torch.where(centred, log_att, 0.0)  # log of the factor on A X W_V
-        Y = At @ Z  # (n, T, p)
+        Y = _mm(At, Z)  # (n, T, p)
         if skip:  # W_V's e column, its k state directions, the Bartlett factor of the other d - 1 - k
             W = [_draws(gens, seeds, (p, p), dtype, device)]
             if d - p:
                 W.append(bartlett(p, d - p, gens=gens, seeds=seeds, dtype=dtype, device=device))
-            Y = log_term.exp().to(dtype)[:, None, None] * (Y @ torch.cat(W, dim=-1))
+            Y = log_term.exp().to(dtype)[:, None, None] * _mm(Y, torch.cat(W, dim=-1))
             Y[..., :p] += Z
             if d - p:  # rotate the e^perp part (width 2k + 1) back to k = T columns
                 Y = torch.cat([Y[..., :1], torch.linalg.qr(Y[..., 1:].mT, mode="r")[1].mT], dim=-1)
         else:  # W_V's e column, then the Bartlett factor of its d - 1 others (zero columns dropped)
             W = torch.cat([_draws(gens, seeds, (p, 1), dtype, device),
                            bartlett(p, d - 1, gens=gens, seeds=seeds, dtype=dtype, device=device)], dim=-1)
-            Y = (Y @ W)[..., :1 + min(p, d - 1)]
+            Y = _mm(Y, W)[..., :1 + min(p, d - 1)]
             log_norm = log_norm + log_term
         if len(ln):
             Y[ln] = _layernorm(Y[ln], O, T)
