@@ -164,7 +164,11 @@ def _layernorm(Z, O, T) -> torch.Tensor:
 
 
 def _mm(a, b) -> torch.Tensor:
-    """a @ b; batched float products on the CPU go through numpy's BLAS, which beats torch's batched kernel there."""
+    """a @ b for batches (n, ., .); on the CPU through numpy's matmul (one BLAS gemm per matrix).
+
+    On this project's CPUs (AMD EPYC, one thread) numpy's OpenBLAS does the grid's (125, 150, 151) x
+    (125, 151, 150) product in 6.5 ms, torch's batched kernel in 10.2 ms; the result is the same product.
+    """
     if a.device.type == "cpu" and a.dim() == 3:
         import numpy as np
 
