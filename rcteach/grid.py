@@ -46,6 +46,11 @@ stays finite.  Metrics per layer (all from the same state):
   authors' Gram stable rank of X X^T), ``relative_mu``: ||X - 1 xbar^T||_F / ||X||_F,
   ``log_norm``: log ||X||_F.
 
+Both stable ranks need only the top eigenpair of the Gram matrix, not its whole spectrum
+(:func:`rcteach.grid_kernels.top_and_rest`: the trace, and the deflated Frobenius norm for the rest).
+The samplers and the metrics live in :mod:`rcteach.grid_kernels`; this module holds the
+configurations, the layer loop and the sweep.
+
 Randomness: each configuration has its own generator, seeded from (config, T, gamma, seed), so a
 subset of configurations gives the same numbers as the whole grid.  Introduced in the chapter
 "Rank collapse in depth" (the authors' grid section); ``python -m rcteach sweep`` runs it.
@@ -63,10 +68,12 @@ import torch
 from . import _validate
 from .attention import LN2
 from .device import resolve
+from .grid_kernels import (_centred_softmax, _draws, _initial, _layernorm, _metrics, _mm, _Rotation, bartlett,
+                           centred_softmax, top_and_rest)
 from .tools.sweep import Table, point_seed, sweep
 from .width import width_dims
 
-__all__ = ["Config", "CONFIGS", "GRID", "METRICS", "config_names", "centred_softmax", "bartlett", "simulate",
+__all__ = ["Config", "CONFIGS", "GRID", "METRICS", "config_names", "centred_softmax", "bartlett", "top_and_rest", "simulate",
            "grid_rows", "run_grid"]
 
 METRICS = ("stable_rank", "stable_rank_gram", "relative_mu", "log_norm")
@@ -114,163 +121,6 @@ def config_names(configs) -> list[str]:
     raise ValueError(f"configs must be 'all', 'NAME,NAME,...' or a non-empty list of names, got {configs!r}")
 
 
-# ---------------------------------------------------------------------------------------------- sampling
-
-def _draws(gens, seeds, shape, dtype, device) -> torch.Tensor:
-    """Standard normals (len(gens) * seeds, *shape): block i from generator i."""
-    out = torch.empty(len(gens), seeds, *shape, dtype=dtype, device=device)
-    for i, g in enumerate(gens):
-        torch.randn(seeds, *shape, generator=g, out=out[i])
-    return out.reshape(len(gens) * seeds, *shape)
-
-
-def _chi2(gens, seeds, dof, dtype, device) -> torch.Tensor:
-    """Chi-square draws (len(gens) * seeds, len(dof)) with dof[j] > 0 degrees of freedom."""
-    alpha = torch.as_tensor(dof, dtype=dtype, device=device).div(2).expand(seeds, len(dof)).contiguous()
-    return torch.cat([2 * torch._standard_gamma(alpha, generator=g) for g in gens])
-
-
-def bartlett(p, dof, *, gens, seeds=1, dtype=torch.float64, device=None) -> torch.Tensor:
-    """Bartlett factors L (len(gens) * seeds, p, p): L L^T ~ Wishart_p(dof, I) = G G^T, G (p, dof) Gaussian.
-
-    L is lower triangular with L_jj ~ chi_{dof - j} and N(0, 1) entries below the diagonal (j from 0).
-    When dof < p (a singular Wishart matrix), columns j >= dof are zero: G = L Q with L
-    lower-trapezoidal.  Draws normals first, then chi-squares, from each generator in ``gens``.
-    """
-    p = _validate.integer("p", p, minimum=1)
-    dof = _validate.integer("dof", dof, minimum=0)
-    device = resolve(device)[0]
-    cols = min(p, dof)
-    L = torch.tril(_draws(gens, seeds, (p, p), dtype, device), diagonal=-1)
-    L[..., cols:] = 0
-    if cols:
-        chi = _chi2(gens, seeds, [dof - j for j in range(cols)], dtype, device).sqrt()  # (n, cols)
-        idx = torch.arange(cols, device=device)
-        L[..., idx, idx] = chi
-    return L
-
-
-def centred_softmax(logits, log_scale=None) -> tuple[torch.Tensor, torch.Tensor]:
-    """softmax(kappa * logits) - 1/T in scaled form exp(log_out) * B, precise for tiny logits.
-
-    ``logits`` l (*batch, T, T), ``log_scale`` log kappa (*batch,) (default 0).  With m = max |l| and
-    x = kappa m (computed in logs, never overflowing):
-
-    * x > 1: B = softmax(kappa l) - 1/T, log_out = 0 (kappa capped so kappa l stays finite; beyond the
-      cap the softmax is already its one-hot limit);
-    * eps <= x <= 1: with E = expm1(kappa l), B = (E - mean_row E) / (T + sum_row E) / x, log_out = log x
-      (the exact formula, without the cancellation of exp(kappa l) - 1);
-    * x < eps (machine epsilon): B = (l/m - mean_row l/m) / T, log_out = log x, its exact first-order
-      limit (the next term is below rounding), finite however small kappa is.
-
-    Rows of B sum to 0.  Returns (B, log_out).
-    """
-    logits = _validate.matrix("logits", logits, square=True)
-    T = logits.shape[-1]
-    dt = logits.dtype
-    if log_scale is None:
-        log_scale = torch.zeros(logits.shape[:-2], dtype=torch.float64, device=logits.device)
-    m = logits.detach().abs().amax((-2, -1)).clamp_min(torch.finfo(dt).tiny)  # (*batch,)
-    ell = logits / m[..., None, None]  # max |ell| = 1
-    log_x = log_scale.to(torch.float64) + m.to(torch.float64).log()
-    x = log_x.clamp(max=math.log(torch.finfo(dt).max) - 2).exp().to(dt)[..., None, None]
-    large, small = log_x > 0, log_x < math.log(torch.finfo(dt).eps)
-    middle = ~(large | small)
-    B = torch.empty_like(ell)
-    if large.any():
-        B[large] = torch.softmax(x[large] * ell[large], dim=-1) - 1.0 / T
-    if middle.any():
-        E = torch.expm1(x[middle] * ell[middle])
-        B[middle] = (E - E.mean(-1, keepdim=True)) / (T + E.sum(-1, keepdim=True)) / x[middle]
-    if small.any():
-        B[small] = (ell[small] - ell[small].mean(-1, keepdim=True)) / T
-    return B, torch.where(log_x > 0, torch.zeros_like(log_x), log_x)
-
-
-class _Rotation:
-    """The Householder reflection O (T, T) with O e_0 = 1/sqrt(T) (O = O^T = O^{-1})."""
-
-    def __init__(self, T, dtype, device):
-        v = torch.full((T,), -1.0 / math.sqrt(T), dtype=dtype, device=device)
-        v[0] += 1.0
-        self.v, self.beta = v, 2.0 / float(v @ v)
-
-    def __call__(self, M):
-        """O M for M (*batch, T, q)."""
-        return M - self.beta * self.v[:, None] * (self.v @ M)[..., None, :]
-
-    def conjugate(self, A):
-        """O A O for A (*batch, T, T)."""
-        return self(self(A).mT).mT
-
-
-def _initial(gens, seeds, T, d, k, dtype, device) -> torch.Tensor:
-    """Haar-orthonormal tokens X0 (T, d) in coordinates [e | k directions of e^perp]: (n, T, k + 1).
-
-    x_e = X0 e is the first T coordinates of a uniform unit vector of R^d (g / sqrt(|g|^2 + chi2_{d-T}));
-    the e^perp part has Gram I - x_e x_e^T, factored as Q diag(sqrt(1 - |x_e|^2), 1, ..) with Q the
-    Householder reflection sending e_0 to x_e/|x_e| (first column dropped when k = T - 1, d = T).
-    """
-    g = _draws(gens, seeds, (T,), dtype, device)  # (n, T)
-    sq = g.square().sum(-1)
-    if d > T:
-        sq = sq + _chi2(gens, seeds, [d - T], dtype, device)[:, 0]
-    x = g / sq.sqrt()[:, None]
-    rho = x.norm(dim=-1, keepdim=True)
-    w = -x / rho
-    w[:, 0] += 1.0
-    Q = torch.eye(T, dtype=dtype, device=device) - 2 * w[:, :, None] * w[:, None, :] / (w * w).sum(-1)[:, None, None]
-    Q[:, :, 0] *= (1 - rho.square()).clamp_min(0).sqrt()
-    return torch.cat([x[:, :, None], Q[:, :, T - k:]], dim=-1)
-
-
-def _layernorm(Z, O, T) -> torch.Tensor:
-    """LayerNorm (unit-norm tokens, e dropped) of a state Z (n, T, p) in rotated token coordinates.
-
-    With m the mean token and c_i the centred ones (e^perp coordinates), y_i = (m + c_i) q_i,
-    q_i = 1 / |m + c_i|; the centred part of y is c_i q_i - mean(c q) + (q_i - mean q) m, where
-    q_i - mean q = (eps_i - mean eps)/|m| with eps_i = (1 + delta_i)^(-1/2) - 1 from expm1/log1p,
-    delta_i = (2 m.c_i + |c_i|^2)/|m|^2: no cancellation when the tokens have nearly collapsed.
-    Returns the rotated coordinates of y (tokens of norm 1), e column zero.
-    """
-    X = Z[..., 1:]
-    m = X[:, 0] / math.sqrt(T)  # (n, k) mean token
-    C = O(torch.cat([torch.zeros_like(X[:, :1]), X[:, 1:]], dim=1))  # (n, T, k) centred tokens
-    mm = m.square().sum(-1, keepdim=True)  # (n, 1)
-    mc = (C @ m[:, :, None])[..., 0]  # (n, T)
-    cc = C.square().sum(-1)
-    tiny = torch.finfo(Z.dtype).tiny
-    q = (mm + 2 * mc + cc).clamp_min(tiny).rsqrt()  # (n, T)
-    ok = mm > 0
-    delta = (2 * mc + cc) / torch.where(ok, mm, 1.0)
-    e = torch.expm1(-0.5 * torch.log1p(delta.clamp_min(-1 + torch.finfo(Z.dtype).eps)))
-    dq = torch.where(ok, (e - e.mean(-1, keepdim=True)) / torch.where(ok, mm, 1.0).sqrt(), q - q.mean(-1, keepdim=True))
-    Cq = C * q[..., None]
-    mean_cq = Cq.mean(1, keepdim=True)  # (n, 1, k)
-    centred = Cq - mean_cq + dq[..., None] * m[:, None, :]
-    Y = O(centred)
-    Y[:, 0] = math.sqrt(T) * (m * q.mean(-1, keepdim=True) + mean_cq[:, 0])
-    return torch.cat([torch.zeros_like(Z[..., :1]), Y], dim=-1)
-
-
-def _metrics(Z, log_norm) -> dict:
-    """The four metrics (module doc) of states Z (n, T, p) with ||Z||_F = 1."""
-    S = Z @ Z.mT
-    try:  # backward stable: every eigenvalue to rounding relative to s_1^2, all a stable rank needs
-        lam = torch.linalg.eigvalsh(S).to(torch.float64)
-    except torch.linalg.LinAlgError:
-        lam = torch.full(S.shape[:-1], math.nan, dtype=torch.float64, device=S.device)
-    bad = ~torch.isfinite(lam).all(-1)  # float32 may fail to converge on a nearly rank-one S: redo in float64
-    if bad.any():
-        lam[bad] = torch.linalg.eigvalsh(S[bad].to(torch.float64))
-    lam = lam.clamp_min(0)  # (n, T) ascending
-    Z = Z.to(torch.float64)
-    top = lam[:, -1]
-    return {"stable_rank": lam.sum(-1) / top, "stable_rank_gram": lam.square().sum(-1) / top.square(),
-            "relative_mu": Z[:, 1:].norm(dim=(-2, -1)) / Z.norm(dim=(-2, -1)),
-            "log_norm": log_norm.clone()}
-
-
 def _run(names, T, d, depth, seeds, seed, authors_skip, dtype, device) -> dict:
     """One group of configurations with the same attention family and the same skip-or-not, at (T, d).
 
@@ -291,7 +141,7 @@ def _run(names, T, d, depth, seeds, seed, authors_skip, dtype, device) -> dict:
         return torch.tensor([f(c) for c in cfgs for _ in range(seeds)], dtype=kind, device=device)
 
     centred = per(lambda c: c.centred)
-    plain = (~centred).nonzero()[:, 0]
+    one_plain = (~centred).to(dtype)
     log_a = per(lambda c: -0.5 * math.log(d) if c.skip == "upscaled" else 0.0, torch.float64)
     ln = per(lambda c: c.layernorm).nonzero()[:, 0]
     identity = per(lambda c: c.attention == "identity").nonzero()[:, 0]
@@ -311,29 +161,29 @@ def _run(names, T, d, depth, seeds, seed, authors_skip, dtype, device) -> dict:
             L = bartlett(p, d, gens=gens, seeds=seeds, dtype=dtype, device=device)
             H = O(Z)  # tokens
             C = O(torch.cat([torch.zeros_like(Z[:, :1]), Z[:, 1:]], dim=1))  # centred tokens
-            B, log_att = centred_softmax((H @ G) @ (C @ L).mT / d ** 1.5, 2 * log_norm)
+            B, log_att = _centred_softmax(_mm(_mm(H, G), _mm(C, L).mT) / d ** 1.5, 2 * log_norm)
         else:
-            B, log_att = centred_softmax(math.sqrt(LN2) * _draws(gens, seeds, (T, T), dtype, device))
-        At = O.conjugate(B)  # rotated A_perp (over its scale): first column exactly zero
-        At[:, :, 0] = 0.0
-        if len(plain):  # A = 11^T/T + A_perp: rotated, e_0 e_0^T plus the scaled A_perp
-            At[plain] *= log_att[plain].exp().to(dtype)[:, None, None]
-            At[plain, 0, 0] = 1.0
-        At[identity] = torch.eye(T, dtype=dtype, device=device)
+            B, log_att = _centred_softmax(math.sqrt(LN2) * _draws(gens, seeds, (T, T), dtype, device))
+        # rotated A_perp, times exp(log_att) for A = 11^T/T + A_perp (rotated: e_0 e_0^T + its A_perp)
+        At = O.conjugate(B) * torch.where(centred, 0.0, log_att).exp().to(dtype)[:, None, None]
+        At[:, :, 0] = 0.0  # A_perp 1 = 0, written in exactly
+        At[:, 0, 0] = one_plain
+        if len(identity):
+            At[identity] = torch.eye(T, dtype=dtype, device=device)
         log_term = log_a + torch.where(centred, log_att, 0.0)  # log of the factor on A X W_V
-        Y = At @ Z  # (n, T, p)
+        Y = _mm(At, Z)  # (n, T, p)
         if skip:  # W_V's e column, its k state directions, the Bartlett factor of the other d - 1 - k
             W = [_draws(gens, seeds, (p, p), dtype, device)]
             if d - p:
                 W.append(bartlett(p, d - p, gens=gens, seeds=seeds, dtype=dtype, device=device))
-            Y = log_term.exp().to(dtype)[:, None, None] * (Y @ torch.cat(W, dim=-1))
+            Y = log_term.exp().to(dtype)[:, None, None] * _mm(Y, torch.cat(W, dim=-1))
             Y[..., :p] += Z
             if d - p:  # rotate the e^perp part (width 2k + 1) back to k = T columns
                 Y = torch.cat([Y[..., :1], torch.linalg.qr(Y[..., 1:].mT, mode="r")[1].mT], dim=-1)
         else:  # W_V's e column, then the Bartlett factor of its d - 1 others (zero columns dropped)
             W = torch.cat([_draws(gens, seeds, (p, 1), dtype, device),
                            bartlett(p, d - 1, gens=gens, seeds=seeds, dtype=dtype, device=device)], dim=-1)
-            Y = (Y @ W)[..., :1 + min(p, d - 1)]
+            Y = _mm(Y, W)[..., :1 + min(p, d - 1)]
             log_norm = log_norm + log_term
         if len(ln):
             Y[ln] = _layernorm(Y[ln], O, T)

@@ -13,10 +13,21 @@ from __future__ import annotations
 
 import math
 
-import networkx as nx
 import torch
 
 from . import _validate
+
+
+class _Networkx:
+    """``networkx``, imported on first use (it takes a fifth of a second: importing rcteach stays cheap)."""
+
+    def __getattr__(self, name):
+        import networkx
+
+        return getattr(networkx, name)
+
+
+nx = _Networkx()
 
 __all__ = [
     "MASK_KINDS",

@@ -14,7 +14,6 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
-from scipy.optimize import linear_sum_assignment
 
 from . import _validate
 
@@ -146,6 +145,8 @@ def spectrum_distance(a, b) -> float:
     a = a.detach().cpu().to(torch.complex128).numpy()
     b = b.detach().cpu().to(torch.complex128).numpy()
     cost = np.abs(a[:, None] - b[None, :])
+    from scipy.optimize import linear_sum_assignment  # lazy: scipy is slow to import
+
     rows, cols = linear_sum_assignment(cost)
     return float(cost[rows, cols].max())
 

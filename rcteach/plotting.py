@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
@@ -16,6 +15,8 @@ __all__ = ["axes", "plot_spectrum", "draw_mask"]
 def axes(title: str, xlabel: str, ylabel: str, *, ax=None, figsize=(5.5, 4.0)):
     """A titled, labelled pair (fig, ax) on a white background (a new figure unless ``ax``)."""
     if ax is None:
+        import matplotlib.pyplot as plt  # lazy: importing rcteach stays cheap
+
         fig, ax = plt.subplots(figsize=figsize, facecolor="white", layout="constrained")
     else:
         fig = ax.figure
@@ -84,6 +85,8 @@ def draw_mask(mask, ax=None, *, title="Mask", layout="circular", show_self_loops
     layout = _validate.choice("layout", layout, ("circular", "line"))
     show_self_loops = _validate.flag("show_self_loops", show_self_loops)
     if ax is None:
+        import matplotlib.pyplot as plt
+
         fig, (ax_m, ax_g) = plt.subplots(1, 2, figsize=(8.5, 4.0), facecolor="white", layout="constrained")
     else:
         try:

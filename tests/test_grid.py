@@ -183,3 +183,21 @@ def test_grid_on_cuda():
     assert all(torch.isfinite(v).all() for m in res.values() for v in m.values())
     sub = grid.simulate(16, 0.5, "A(X) + LN", depth=6, seeds=3, seed=0, device="cuda")
     assert torch.equal(sub["A(X) + LN"]["stable_rank"], res["A(X) + LN"]["stable_rank"])
+
+
+@pytest.mark.parametrize("m", [20, 60])  # the batched eigvalsh path and the CPU syevr top-pair path
+def test_top_and_rest_match_all_eigenvalues(m):
+    """lam_1 and sum_{i >= 2} lam_i^2 against float64 eigvalsh, and a rank-one S gives a rest at O(eps^2)."""
+    g = torch.Generator().manual_seed(3)
+    Z = torch.randn(6, m, m + 1, generator=g, dtype=torch.float64)
+    Z[:3] *= torch.logspace(0, -8, m + 1, dtype=torch.float64)  # graded spectra down to 1e-16 lam_1
+    S = Z @ Z.mT
+    w = torch.linalg.eigvalsh(S)
+    for dtype, rtol in ((torch.float64, 1e-12), (torch.float32, 1e-5)):
+        lam, rest = grid.top_and_rest(S.to(dtype))
+        assert torch.allclose(lam, w[:, -1], rtol=rtol, atol=0), (dtype, lam, w[:, -1])
+        assert torch.allclose(rest / lam.square(), w[:, :-1].square().sum(-1) / w[:, -1].square(), rtol=0,
+                              atol=10 * rtol), dtype
+    u = torch.randn(2, m, 1, generator=g, dtype=torch.float64)
+    lam, rest = grid.top_and_rest(u @ u.mT)
+    assert (rest / lam.square() < 1e-25).all(), rest / lam.square()  # ||S||_F^2 - lam_1^2 would be ~1e-16
