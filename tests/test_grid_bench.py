@@ -2,7 +2,7 @@
 
 import math
 
-from rcteach.tools import bench
+from rcteach.tools import bench_grid
 
 FAKE = '''import argparse, os, time
 p = argparse.ArgumentParser()
@@ -22,20 +22,20 @@ with open("results/x/x.csv", "w") as f:
 def test_grid_side_by_side(tmp_path):
     (tmp_path / "stable_ranks.py").write_text(FAKE)
     lines = []
-    res = bench.grid_side_by_side(str(tmp_path), T=[6, 12], gamma=[1.0, 0.5], seeds=2, depth=2, log=lines.append)
+    res = bench_grid.grid_side_by_side(str(tmp_path), T=[6, 12], gamma=[1.0, 0.5], seeds=2, depth=2, log=lines.append)
     o, t = res["rcteach"], res["official"]
     assert [line.split(":")[0].strip() for line in lines] == ["rcteach", "official", "rcteach"]
     assert t["cpu_s"] >= 0.3 and t["nonfinite"] == 1 and t["values"] == 2
     assert o["nonfinite"] == 0 and len(o["points"]) == 4 and o["peak_mb"] > 0
     assert math.isclose(res["ratio_cpu"], t["cpu_s"] / o["cpu_s"])
     assert math.isfinite(o["exponent_T"]) and math.isfinite(o["exponent_d"])
-    text = bench.format_grid(res)
+    text = bench_grid.format_grid(res)
     assert "ratio" in text and "load average" in text
 
 
 def test_fit_cost_exponents():
     pts = [(T, d, 1e-6 * T ** 3 * d ** 0.5) for T in (10, 20, 40) for d in (40, 80)]
-    p, q = bench.fit_cost_exponents(pts)
+    p, q = bench_grid.fit_cost_exponents(pts)
     assert math.isclose(p, 3.0, abs_tol=1e-9) and math.isclose(q, 0.5, abs_tol=1e-9)
 
 

@@ -1,0 +1,159 @@
+"""The authors' whole grid side by side with their code (``python -m rcteach bench --grid [--official PATH]``).
+
+:func:`grid_side_by_side` runs rcteach's 25-configuration grid (:mod:`rcteach.grid`) and, when
+``official`` names a checkout of the Mind-the-Gap code, their ``stable_ranks.py``, each in its own
+process on one core (``OMP_NUM_THREADS=1``), rcteach before and after the official run so that
+drifting load hits both: CPU and wall seconds, their ratio, peak memory, non-finite values, and
+rcteach's fitted cost exponents in T and in d (:func:`fit_cost_exponents`).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+GRID_REFERENCE_S = 116.0
+"""Seconds the official Mind-the-Gap code took for its README grid on one core (issue 16's measurement)."""
+
+
+def _grid_child(gammas: list[float], Ts: list[int], seeds: int, depth: int) -> None:
+    """In a fresh process: rcteach's whole grid; prints JSON {points: [[T, d, cpu s]], nonfinite}."""
+    import json
+
+    from .. import grid
+
+    torch.set_num_threads(1)
+    points, bad = [], 0
+    for gamma in gammas:
+        for T in Ts:
+            start = time.process_time()
+            res = grid.simulate(T, gamma, "all", depth=depth, seeds=seeds, seed=0)
+            points.append([T, round(T / gamma), time.process_time() - start])
+            bad += sum(int((~torch.isfinite(v)).sum()) for m in res.values() for v in m.values())
+    print(json.dumps({"points": points, "nonfinite": bad}))
+
+
+def _child(cmd, cwd, env) -> dict:
+    """Run ``cmd`` to completion; its own CPU seconds (user + sys), wall seconds, peak RSS (MB) and stdout."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryFile("w+") as out:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.perf_counter() - start
+        out.seek(0)
+        text = out.read()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, cmd))} failed ({proc.returncode}):\n{text[-2000:]}")
+    return {"cpu_s": usage.ru_utime + usage.ru_stime, "wall_s": wall, "peak_mb": usage.ru_maxrss / 1024,
+            "stdout": text}
+
+
+def _official_nonfinite(folder) -> tuple[int, int]:
+    """(non-finite, all) stable-rank values in the CSVs the official code wrote under ``folder``."""
+    bad = total = 0
+    for root, _, files in os.walk(folder):
+        for name in files:
+            if name.endswith(".csv"):
+                with open(os.path.join(root, name), newline="") as f:
+                    for row in csv.DictReader(f):
+                        total += 1
+                        bad += not math.isfinite(float(row["stable_rank"]))
+    return bad, total
+
+
+def fit_cost_exponents(points) -> tuple[float, float]:
+    """(p, q) of time ~ T^p d^q by least squares on log time over points [(T, d, seconds), ...]."""
+    A = torch.tensor([[1.0, math.log(T), math.log(d)] for T, d, _ in points], dtype=torch.float64)
+    y = torch.tensor([[math.log(s)] for _, _, s in points], dtype=torch.float64)
+    coef = torch.linalg.lstsq(A, y).solution[:, 0]
+    return float(coef[1]), float(coef[2])
+
+
+def grid_side_by_side(official=None, *, T=None, gamma=None, seeds=5, depth=10, log=print) -> dict:
+    """Time the authors' grid: rcteach (:mod:`rcteach.grid`, all 25 configurations, every layer) and, with
+    ``official`` (a checkout of the Mind-the-Gap code), their ``stable_ranks.py`` on the same grid.
+
+    Each run is a fresh process with OMP_NUM_THREADS=1, imports included: rcteach, then the official
+    code (their README command, one process), then rcteach again, so that a drifting load hits both
+    sides (rcteach's numbers are the mean of its two runs).  Reported per side: CPU seconds of the
+    process (user + sys: robust to a loaded machine), wall seconds, peak RSS; for rcteach also the
+    compute-only CPU time, the fitted exponents of its cost time ~ T^p d^q over the grid points (the
+    faster of the two runs per point), and the count of non-finite values (the official count is
+    read from its CSVs).  Without ``official``, one rcteach run, compared with :data:`GRID_REFERENCE_S`.
+    """
+    import importlib.util
+    import json
+    import tempfile
+
+    from .. import grid
+
+    Ts = list(grid.GRID["T"] if T is None else T)
+    gammas = list(grid.GRID["gamma"] if gamma is None else gamma)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+    if official is not None:
+        script = os.path.join(official, "stable_ranks.py")
+        if not os.path.exists(script):
+            raise ValueError(f"official must be a checkout of the Mind-the-Gap code with stable_ranks.py, got {official}")
+    load_before = os.getloadavg()
+    runs, theirs = [], None
+    code = f"from rcteach.tools.bench_grid import _grid_child; _grid_child({gammas!r}, {Ts!r}, {seeds}, {depth})"
+    with tempfile.TemporaryDirectory() as tmp:
+        for side in ("rcteach", "official", "rcteach") if official is not None else ("rcteach",):
+            if side == "rcteach":
+                r = _child([sys.executable, "-c", code], tmp, env)
+                r.update(json.loads(r["stdout"].strip().splitlines()[-1]))
+                runs.append(r)
+            else:
+                official_env = dict(env)
+                if importlib.util.find_spec("omegaconf") is None:  # their utils.py imports it for unused helpers
+                    with open(os.path.join(tmp, "omegaconf.py"), "w") as f:
+                        f.write("DictConfig = dict  # stand-in: the grid never uses it\n")
+                    official_env["PYTHONPATH"] = tmp
+                r = _child([sys.executable, script, "--list_gammas", *map(str, gammas), "--n_simulations", str(seeds),
+                            "--n_layers", str(depth), "--list_n", *map(str, Ts)], tmp, official_env)
+                theirs = {k: r[k] for k in ("cpu_s", "wall_s", "peak_mb")}
+                theirs["nonfinite"], theirs["values"] = _official_nonfinite(tmp)
+            log(f"{side:8s}: {r['cpu_s']:.1f} s CPU, {r['wall_s']:.1f} s wall")
+    ours = {k: statistics.fmean(r[k] for r in runs) for k in ("cpu_s", "wall_s")}
+    ours["peak_mb"] = max(r["peak_mb"] for r in runs)
+    ours["compute_s"] = statistics.fmean(sum(p[2] for p in r["points"]) for r in runs)
+    ours["points"] = [[T_, d_, min(r["points"][i][2] for r in runs)] for i, (T_, d_, _) in enumerate(runs[0]["points"])]
+    ours["nonfinite"] = max(r["nonfinite"] for r in runs)
+    ours["exponent_T"], ours["exponent_d"] = fit_cost_exponents(ours["points"])
+    out = {"rcteach": ours, "official": theirs, "load_before": load_before, "load_after": os.getloadavg(),
+           "values": len(Ts) * len(gammas) * seeds * depth * len(grid.CONFIGS)}
+    out["ratio_cpu"] = (theirs["cpu_s"] if theirs else GRID_REFERENCE_S) / ours["cpu_s"]
+    out["ratio_wall"] = (theirs["wall_s"] if theirs else GRID_REFERENCE_S) / ours["wall_s"]
+    return out
+
+
+def format_grid(res: dict) -> str:
+    """The side-by-side result of :func:`grid_side_by_side` as lines of text."""
+    o, t = res["rcteach"], res["official"]
+    lines = [f"authors' grid: 25 configurations x {len({p[0] for p in o['points']})} T x gamma, every layer "
+             f"({res['values']} stable ranks per side), one core each (OMP_NUM_THREADS=1)"]
+    if t is not None:
+        lines.append(f"  official code : {t['cpu_s']:7.1f} s CPU  {t['wall_s']:7.1f} s wall  peak {t['peak_mb']:6.0f} MB  "
+                     f"non-finite {t['nonfinite']} of {t['values']}")
+    else:
+        lines.append(f"  official code : {GRID_REFERENCE_S:7.1f} s (reference: issue 16, one core; pass --official PATH "
+                     "to time it here)")
+    lines.append(f"  rcteach       : {o['cpu_s']:7.1f} s CPU  {o['wall_s']:7.1f} s wall  peak {o['peak_mb']:6.0f} MB  "
+                 f"non-finite {o['nonfinite']}  (compute only {o['compute_s']:.1f} s CPU)")
+    lines.append(f"  ratio         : {res['ratio_cpu']:.1f}x (CPU)  {res['ratio_wall']:.1f}x (wall)")
+    lines.append(f"  rcteach cost  : time ~ T^{o['exponent_T']:.2f} d^{o['exponent_d']:.2f} over the grid points")
+    lines.append("  load average  : {:.2f} {:.2f} {:.2f} before, {:.2f} {:.2f} {:.2f} after".format(
+        *res["load_before"], *res["load_after"]))
+    return "\n".join(lines)
