@@ -139,7 +139,10 @@ def bartlett(p, dof, *, gens, seeds=1, dtype=torch.float64, device=None) -> torc
     """
     p = _validate.integer("p", p, minimum=1)
     dof = _validate.integer("dof", dof, minimum=0)
-    device = resolve(device)[0]
+    if not isinstance(gens, (list, tuple)) or not gens or not all(isinstance(g, torch.Generator) for g in gens):
+        raise TypeError(f"gens must be a non-empty list of torch.Generator, got {gens!r}")
+    seeds = _validate.integer("seeds", seeds, minimum=1)
+    device, dtype = resolve(device, dtype)
     cols = min(p, dof)
     L = torch.tril(_draws(gens, seeds, (p, p), dtype, device), diagonal=-1)
     L[..., cols:] = 0
@@ -170,6 +173,10 @@ def centred_softmax(logits, log_scale=None) -> tuple[torch.Tensor, torch.Tensor]
     dt = logits.dtype
     if log_scale is None:
         log_scale = torch.zeros(logits.shape[:-2], dtype=torch.float64, device=logits.device)
+    if not isinstance(log_scale, torch.Tensor) or log_scale.shape != logits.shape[:-2]:
+        raise TypeError(f"log_scale must be a tensor of the batch shape {tuple(logits.shape[:-2])}, got {log_scale!r}")
+    if not torch.isfinite(log_scale).all():
+        raise ValueError("log_scale must have finite entries (found NaN or inf)")
     m = logits.detach().abs().amax((-2, -1)).clamp_min(torch.finfo(dt).tiny)  # (*batch,)
     ell = logits / m[..., None, None]  # max |ell| = 1
     log_x = log_scale.to(torch.float64) + m.to(torch.float64).log()
@@ -361,7 +368,7 @@ def simulate(T, gamma, configs="all", *, depth=10, seeds=5, seed=0, authors_skip
         raise ValueError(f"gamma must be <= 1 (orthonormal tokens), got T={T}, d={d}")
     depth = _validate.integer("depth", depth, minimum=1)
     seeds = _validate.integer("seeds", seeds, minimum=1)
-    seed = _validate.integer("seed", seed, minimum=0)
+    seed = _validate.seed(seed)
     authors_skip = _validate.flag("authors_skip", authors_skip)
     device, dtype = resolve(device, dtype)
     out = {}
@@ -393,6 +400,13 @@ def _settings(**kw) -> dict:
     return json.loads(json.dumps(kw))
 
 
+def _values(name, values, check, **bounds) -> list:
+    """A non-empty list of values, each checked by ``check(name, value, **bounds)``."""
+    if not isinstance(values, (list, tuple)) or not values:
+        raise TypeError(f"{name} must be a non-empty list, got {values!r}")
+    return [check(name, v, **bounds) for v in values]
+
+
 def run_grid(out, configs="all", *, T=None, gamma=None, depth=10, seeds=5, base_seed=0, authors_skip=False,
              dtype="float32", device=None, executor=None, force=False, progress=True) -> Table:
     """Run the grid into ``out/depth.csv`` (resumable) and return it as a :class:`rcteach.tools.sweep.Table`.
@@ -403,10 +417,18 @@ def run_grid(out, configs="all", *, T=None, gamma=None, depth=10, seeds=5, base_
     ValueError unless ``force=True`` (which starts a new table).  ``executor``: any
     ``concurrent.futures.Executor`` or dask ``Client`` (see :func:`rcteach.tools.sweep.sweep`).
     """
+    if not isinstance(out, (str, os.PathLike)) or isinstance(os.fspath(out), bytes):
+        raise TypeError(f"out must be a directory path (str or os.PathLike), got {type(out).__name__}")
     names = config_names(configs)
-    grid = {"T": list(GRID["T"] if T is None else T), "gamma": list(GRID["gamma"] if gamma is None else gamma)}
+    grid = {"T": _values("T", GRID["T"] if T is None else T, _validate.integer, minimum=2),
+            "gamma": _values("gamma", GRID["gamma"] if gamma is None else gamma, _validate.real, positive=True)}
+    depth = _validate.integer("depth", depth, minimum=1)
+    seeds = _validate.integer("seeds", seeds, minimum=1)
+    base_seed = _validate.seed(base_seed, "base_seed")
+    authors_skip = _validate.flag("authors_skip", authors_skip)
     _validate.choice("dtype", dtype, ("float32", "float64"))
     force = _validate.flag("force", force)
+    progress = _validate.flag("progress", progress)
     settings = _settings(configs=names, depth=depth, seeds=seeds, base_seed=base_seed, authors_skip=authors_skip,
                          dtype=dtype, device=resolve(device)[0].type)
     os.makedirs(out, exist_ok=True)
