@@ -185,6 +185,26 @@ def entered(context):
 RANDOM = dict(seed=BAD_SEED, device=BAD_DEVICE, dtype=BAD_DTYPE)  # the random functions' shared arguments
 S2_REAL = bad_real(minimum=0.0)  # sampling s2: any finite s2 >= 0 is valid (no e^{s2} is formed)
 
+# the explorers' starting arguments, shared by the data functions and the widget constructors
+VALUES_KIND = choices(("gaussian", "orthogonal", "identity"))
+EXPLORER_VALID = dict(spectrum=lambda: dict(T=8), width=lambda: dict(T_range=(8, 16), points=2, seeds=1),
+                      depth=lambda: dict(depth=2, T=4, d=4, seeds=1), mask=lambda: dict(T=4, depth=2, d=4, seeds=1))
+EXPLORER_BAD = dict(
+    spectrum=dict(T=bad_int(minimum=2), s2=BAD_S2, activation=choices(theory.ACTIVATIONS),
+                  bias=st.one_of(bad_real(), st.just(1.0)), centred=BAD_FLAG, attention=choices(explorers.ATTENTION),
+                  d_qk=bad_int(minimum=1), seed=BAD_SEED),
+    width=dict(T_range=st.sampled_from([8, (8,), (16, 8), (1, 8), (8.0, 16), "8,16", None]), gamma=bad_real(positive=True),
+               s2=BAD_S2, gram=BAD_FLAG, points=bad_int(minimum=1), seeds=bad_int(minimum=1), seed=BAD_SEED),
+    depth=dict(depth=bad_int(minimum=0), T=st.one_of(bad_int(minimum=2), st.just(5)), d=bad_int(minimum=1),
+               attention=choices(explorers.ATTENTION), s2=bad_real(minimum=0.0), centred=BAD_FLAG,
+               norm=choices(("rms", "layernorm")), skip=BAD_FLAG, values=VALUES_KIND, value_scale=bad_real(positive=True),
+               seeds=bad_int(minimum=1), seed=BAD_SEED),
+    mask=dict(kind=choices(rc.MASK_KINDS), T=st.one_of(bad_int(minimum=2), st.just(5)), window=bad_int(minimum=0),
+              beta=bad_real(positive=True), norm=choices(("rms", "layernorm")), values=VALUES_KIND,
+              depth=bad_int(minimum=0), d=bad_int(minimum=1), seeds=bad_int(minimum=1), seed=BAD_SEED,
+              temperature=bad_real(positive=True).filter(lambda t: t is not None)),
+)
+
 CASES = [
     # tokens, logits, attention
     Case("orthonormal_tokens", rc.orthonormal_tokens, lambda: dict(T=3, d=4),
@@ -384,42 +404,12 @@ CASES = [
               T=st.sampled_from([3, [1], ["4"], [4.0]]), gamma=st.sampled_from([0.5, [-1.0], [math.nan], ["a"]]),
               depth=bad_int(minimum=1), seeds=bad_int(minimum=1), base_seed=BAD_SEED, authors_skip=BAD_FLAG,
               dtype=choices(("float32", "float64")), device=BAD_DEVICE, force=BAD_FLAG, progress=BAD_FLAG)),
-    # the explorers: data functions, and the widget constructors that wrap them
-    Case("spectrum_data", explorers.spectrum_data, lambda: dict(T=8),
-         dict(T=bad_int(minimum=2), s2=BAD_S2, activation=choices(theory.ACTIVATIONS), bias=st.one_of(bad_real(), st.just(1.0)),
-              centred=BAD_FLAG, attention=choices(explorers.ATTENTION), d_qk=bad_int(minimum=1), seed=BAD_SEED,
-              device=BAD_DEVICE)),
-    Case("width_data", explorers.width_data, lambda: dict(T_range=(8, 16), points=2, seeds=1),
-         dict(T_range=st.sampled_from([8, (8,), (16, 8), (1, 8), (8.0, 16), "8,16", None]), gamma=bad_real(positive=True),
-              s2=BAD_S2, gram=BAD_FLAG, points=bad_int(minimum=1), seeds=bad_int(minimum=1), seed=BAD_SEED,
-              device=BAD_DEVICE)),
-    Case("depth_data", explorers.depth_data, lambda: dict(depth=2, T=4, d=4, seeds=1),
-         dict(depth=bad_int(minimum=0), T=st.one_of(bad_int(minimum=2), st.just(5)), d=bad_int(minimum=1),
-              attention=choices(explorers.ATTENTION), s2=bad_real(minimum=0.0), centred=BAD_FLAG,
-              norm=choices(("rms", "layernorm")), skip=BAD_FLAG, values=choices(("gaussian", "orthogonal", "identity")),
-              value_scale=bad_real(positive=True), seeds=bad_int(minimum=1), seed=BAD_SEED, device=BAD_DEVICE)),
-    Case("mask_data", explorers.mask_data, lambda: dict(T=4, depth=2, d=4, seeds=1),
-         dict(kind=choices(rc.MASK_KINDS), T=st.one_of(bad_int(minimum=2), st.just(5)), window=bad_int(minimum=0),
-              beta=bad_real(positive=True), norm=choices(("rms", "layernorm")),
-              values=choices(("gaussian", "orthogonal", "identity")), depth=bad_int(minimum=0), d=bad_int(minimum=1),
-              s2=bad_real(minimum=0.0), seeds=bad_int(minimum=1), seed=BAD_SEED, device=BAD_DEVICE,
-              temperature=bad_real(positive=True).filter(lambda t: t is not None))),
-    Case("spectrum_explorer", widgets.spectrum_explorer, lambda: dict(T=8),
-         dict(T=bad_int(minimum=2), s2=BAD_S2, activation=choices(theory.ACTIVATIONS), bias=st.one_of(bad_real(), st.just(1.0)),
-              centred=BAD_FLAG, attention=choices(explorers.ATTENTION), d_qk=bad_int(minimum=1), seed=BAD_SEED)),
-    Case("width_explorer", widgets.width_explorer, lambda: dict(T_range=(8, 16), points=2, seeds=1),
-         dict(T_range=st.sampled_from([8, (8,), (16, 8), (1, 8), (8.0, 16), "8,16", None]), gamma=bad_real(positive=True),
-              s2=BAD_S2, gram=BAD_FLAG, points=bad_int(minimum=1), seeds=bad_int(minimum=1), seed=BAD_SEED)),
-    Case("depth_explorer", widgets.depth_explorer, lambda: dict(depth=2, T=4, d=4, seeds=1),
-         dict(depth=bad_int(minimum=0), T=st.one_of(bad_int(minimum=2), st.just(5)), d=bad_int(minimum=1),
-              attention=choices(explorers.ATTENTION), s2=bad_real(minimum=0.0), centred=BAD_FLAG,
-              norm=choices(("rms", "layernorm")), skip=BAD_FLAG, values=choices(("gaussian", "orthogonal", "identity")),
-              value_scale=bad_real(positive=True), seeds=bad_int(minimum=1), seed=BAD_SEED)),
-    Case("mask_explorer", widgets.mask_explorer, lambda: dict(T=4, depth=2, d=4, seeds=1),
-         dict(kind=choices(rc.MASK_KINDS), T=st.one_of(bad_int(minimum=2), st.just(5)), window=bad_int(minimum=0),
-              beta=bad_real(positive=True), norm=choices(("rms", "layernorm")),
-              values=choices(("gaussian", "orthogonal", "identity")), depth=bad_int(minimum=0), d=bad_int(minimum=1),
-              seeds=bad_int(minimum=1), seed=BAD_SEED, temperature=bad_real(positive=True).filter(lambda t: t is not None))),
+    # the explorers: data functions, and the widget constructors that wrap them (the same starting arguments)
+    *(Case(f"{name}_data", getattr(explorers, f"{name}_data"), EXPLORER_VALID[name],
+           dict(EXPLORER_BAD[name], device=BAD_DEVICE, **({"s2": bad_real(minimum=0.0)} if name == "mask" else {})))
+      for name in EXPLORER_BAD),
+    *(Case(f"{name}_explorer", getattr(widgets, f"{name}_explorer"), EXPLORER_VALID[name], EXPLORER_BAD[name])
+      for name in EXPLORER_BAD),
 ]
 
 # closed forms: (function, valid keyword arguments, bad strategies)
