@@ -171,9 +171,14 @@ def regime(message: str, *, stacklevel: int = 3) -> None:
     warnings.warn(message, UserWarning, stacklevel=stacklevel)
 
 
+def _short(value) -> str:
+    """repr of an argument, a tensor by its shape only."""
+    return f"<tensor of shape {tuple(value.shape)}>" if isinstance(value, torch.Tensor) else repr(value)
+
+
 def finite_result(fn):
-    """Decorate a closed-form prediction: an overflow (``OverflowError`` or a non-finite result) becomes
-    a ValueError naming the arguments, never a silent inf or NaN."""
+    """Decorate a closed-form prediction: an overflow (``OverflowError`` or a non-finite float or tensor
+    result) becomes a ValueError naming the arguments, never a silent inf or NaN."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -182,8 +187,9 @@ def finite_result(fn):
         except (OverflowError, ZeroDivisionError):
             out = math.inf
         values = out if isinstance(out, tuple) else (out,)
-        if all(isinstance(v, float) for v in values) and not all(math.isfinite(v) for v in values):
-            given = ", ".join([*map(repr, args), *(f"{k}={v!r}" for k, v in kwargs.items())])
+        if not all(math.isfinite(v) if isinstance(v, float) else bool(torch.isfinite(v).all())
+                   for v in values if isinstance(v, (float, torch.Tensor))):
+            given = ", ".join([*map(_short, args), *(f"{k}={_short(v)}" for k, v in kwargs.items())])
             raise ValueError(f"{fn.__name__}({given}) overflows or underflows float64: these arguments (s2 in particular, "
                              "c = e^s2 - 1) are far outside the range the formula describes")
         return out

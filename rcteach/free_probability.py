@@ -34,12 +34,14 @@ def _order(k) -> int:
     return _validate.integer("k", k, minimum=1)
 
 
+@_validate.finite_result
 def fuss_catalan_moment(k, j) -> float:
     """The j-th moment binom((k+1) j, j) / (k j + 1) of FC_k (j >= 0; m_0 = m_1 = 1, m_2 = k + 1)."""
     k, j = _order(k), _validate.integer("j", j, minimum=0)
     return math.comb((k + 1) * j, j) / (k * j + 1)
 
 
+@_validate.finite_result
 def fuss_catalan_edge(k) -> float:
     """The right edge (k + 1)^(k + 1) / k^k of the support of FC_k (4 for Marchenko-Pastur, k = 1)."""
     k = _order(k)
@@ -53,6 +55,7 @@ def fuss_catalan_density(k, points=400, *, dtype=torch.float64):
     (0, pi / (k + 1)); rho diverges like x^(-k/(k+1)) at 0.
     """
     k, points = _order(k), _validate.integer("points", points, minimum=2)
+    dtype = _validate.dtype(dtype)
     phi = torch.linspace(0, math.pi / (k + 1), points + 2, dtype=dtype)[1:-1].flip(0)
     s1, sk, sk1 = torch.sin(phi), torch.sin(k * phi), torch.sin((k + 1) * phi)
     x = sk1 ** (k + 1) / (s1 * sk**k)
@@ -60,13 +63,15 @@ def fuss_catalan_density(k, points=400, *, dtype=torch.float64):
     return x, rho
 
 
+@_validate.finite_result
 def gram_stable_rank_limit(T, k) -> float:
     """T m_2 / x_edge^2 = T k^(2k) / (k + 1)^(2k + 1): the Gram stable rank sum s_i^4 / s_1^4 of a
     T x T product of k independent Ginibre-like factors, to leading order in T (9.88 for T = 150, k = 2)."""
-    T, k = _validate.integer("T", T, minimum=1), _order(k)
+    T, k = _validate.integer("T", T, minimum=2), _order(k)
     return T * fuss_catalan_moment(k, 2) / fuss_catalan_edge(k) ** 2
 
 
+@_validate.finite_result
 def correlated_bulk_radius(X, s2) -> torch.Tensor:
     """Predicted bulk radius of A(X) = softmax(X M X^T), M = W_Q W_K^T / sqrt(d_qk) with i.i.d.-like entries of
     variance s2, for given tokens X (*batch, T, d) whose overlaps need not vanish (deeper layers, Gaussian inputs).
@@ -80,6 +85,8 @@ def correlated_bulk_radius(X, s2) -> torch.Tensor:
     (C ~ I/T) give sqrt(c/T); Gaussian unit-norm tokens give ``theory.noniso_bulk_radius``.  Derived;
     assumes uniform column weights (exact at consensus up to O(mu^2)).  Returns shape (*batch,).
     """
+    X = _validate.matrix("X", X, min_rows=2)
+    s2 = _validate.real("s2", s2, minimum=0.0)
     Xc = X - X.mean(-2, keepdim=True)  # P X
     T = X.shape[-2]
     C = Xc.transpose(-1, -2) @ Xc / T  # (*batch, d, d)

@@ -211,7 +211,7 @@ def simulate(T, gamma, configs="all", *, depth=10, seeds=5, seed=0, authors_skip
         raise ValueError(f"gamma must be <= 1 (orthonormal tokens), got T={T}, d={d}")
     depth = _validate.integer("depth", depth, minimum=1)
     seeds = _validate.integer("seeds", seeds, minimum=1)
-    seed = _validate.integer("seed", seed, minimum=0)
+    seed = _validate.seed(seed)
     authors_skip = _validate.flag("authors_skip", authors_skip)
     device, dtype = resolve(device, dtype)
     out = {}
@@ -243,6 +243,13 @@ def _settings(**kw) -> dict:
     return json.loads(json.dumps(kw))
 
 
+def _values(name, values, check, **bounds) -> list:
+    """A non-empty list of values, each checked by ``check(name, value, **bounds)``."""
+    if not isinstance(values, (list, tuple)) or not values:
+        raise TypeError(f"{name} must be a non-empty list, got {values!r}")
+    return [check(name, v, **bounds) for v in values]
+
+
 def run_grid(out, configs="all", *, T=None, gamma=None, depth=10, seeds=5, base_seed=0, authors_skip=False,
              dtype="float32", device=None, executor=None, force=False, progress=True) -> Table:
     """Run the grid into ``out/depth.csv`` (resumable) and return it as a :class:`rcteach.tools.sweep.Table`.
@@ -253,10 +260,18 @@ def run_grid(out, configs="all", *, T=None, gamma=None, depth=10, seeds=5, base_
     ValueError unless ``force=True`` (which starts a new table).  ``executor``: any
     ``concurrent.futures.Executor`` or dask ``Client`` (see :func:`rcteach.tools.sweep.sweep`).
     """
+    if not isinstance(out, (str, os.PathLike)) or isinstance(os.fspath(out), bytes):
+        raise TypeError(f"out must be a directory path (str or os.PathLike), got {type(out).__name__}")
     names = config_names(configs)
-    grid = {"T": list(GRID["T"] if T is None else T), "gamma": list(GRID["gamma"] if gamma is None else gamma)}
+    grid = {"T": _values("T", GRID["T"] if T is None else T, _validate.integer, minimum=2),
+            "gamma": _values("gamma", GRID["gamma"] if gamma is None else gamma, _validate.real, positive=True)}
+    depth = _validate.integer("depth", depth, minimum=1)
+    seeds = _validate.integer("seeds", seeds, minimum=1)
+    base_seed = _validate.seed(base_seed, "base_seed")
+    authors_skip = _validate.flag("authors_skip", authors_skip)
     _validate.choice("dtype", dtype, ("float32", "float64"))
     force = _validate.flag("force", force)
+    progress = _validate.flag("progress", progress)
     settings = _settings(configs=names, depth=depth, seeds=seeds, base_seed=base_seed, authors_skip=authors_skip,
                          dtype=dtype, device=resolve(device)[0].type)
     os.makedirs(out, exist_ok=True)

@@ -41,7 +41,10 @@ def bartlett(p, dof, *, gens, seeds=1, dtype=torch.float64, device=None) -> torc
     """
     p = _validate.integer("p", p, minimum=1)
     dof = _validate.integer("dof", dof, minimum=0)
-    device = resolve(device)[0]
+    if not isinstance(gens, (list, tuple)) or not gens or not all(isinstance(g, torch.Generator) for g in gens):
+        raise TypeError(f"gens must be a non-empty list of torch.Generator, got {gens!r}")
+    seeds = _validate.integer("seeds", seeds, minimum=1)
+    device, dtype = resolve(device, dtype)
     cols = min(p, dof)
     i, j = torch.tril_indices(p, p, -1, device=device)
     below = (i * p + j)[j < cols]  # the strictly lower entries of the nonzero columns: only these are drawn
@@ -69,7 +72,14 @@ def centred_softmax(logits, log_scale=None) -> tuple[torch.Tensor, torch.Tensor]
 
     Rows of B sum to 0.  Returns (B, log_out).
     """
-    return _centred_softmax(_validate.matrix("logits", logits, square=True), log_scale)
+    logits = _validate.matrix("logits", logits, square=True)
+    if log_scale is not None:
+        if not isinstance(log_scale, torch.Tensor) or log_scale.shape != logits.shape[:-2]:
+            raise TypeError(f"log_scale must be a tensor of the batch shape {tuple(logits.shape[:-2])}, "
+                            f"got {log_scale!r}")
+        if not torch.isfinite(log_scale).all():
+            raise ValueError("log_scale must have finite entries (found NaN or inf)")
+    return _centred_softmax(logits, log_scale)
 
 
 def _centred_softmax(logits, log_scale=None) -> tuple[torch.Tensor, torch.Tensor]:

@@ -221,6 +221,7 @@ def consensus_transient_layer(mask, level, *, max_layers=10_000) -> int:
     Returns ``max_layers`` + 1 if the level is not reached.  Derived.
     """
     level = _validate.real("level", level, positive=True)
+    max_layers = _validate.integer("max_layers", max_layers, minimum=0)
     mask = check_mask(mask).cpu()
     M = mask.to(torch.float64)
     A = M / M.sum(-1, keepdim=True)  # (T, T)

@@ -62,8 +62,8 @@ def train_copy(init="A", *, T=16, d=32, vocab=16, depth=4, steps=150, lr=3e-3, b
     depth, steps, batch = (_validate.integer(n, v, minimum=1) for n, v in (("depth", depth), ("steps", steps),
                                                                               ("batch", batch)))
     lr = _validate.real("lr", lr, positive=True)
-    s2 = _validate.real("s2", s2, positive=True)
-    g = torch.Generator().manual_seed(seed)
+    s2 = _validate.real("s2", _validate.log_variance("s2", s2), positive=True)  # e^{s2} - 1 > 0, finite
+    g = torch.Generator().manual_seed(_validate.seed(seed))
     value_var = T / (d * math.expm1(s2)) if init == "A_perp" else 1.0 / d
     stds = (s2**0.25, s2**0.25, math.sqrt(value_var))  # W_Q, W_K, W_V
 

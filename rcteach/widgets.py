@@ -29,6 +29,7 @@ from typing import Callable
 import ipywidgets
 import torch
 
+from . import _validate
 from . import explorers as ex
 from . import precomputed
 from .attention import ACTIVATIONS, LN2
@@ -81,6 +82,10 @@ class Explorer(ipywidgets.VBox):
     grid : dict[str, sequence], optional
         Control values precomputed for the static book (:mod:`rcteach.precomputed`), by control
         name; the other controls stay at their starting values there.
+    data : optional
+        The compute function's result at the starting values, shown first instead of computing it
+        (the ``*_explorer`` constructors compute it before building the controls, so that bad
+        starting values raise there, as in the compute function).
 
     Attributes
     ----------
@@ -97,7 +102,7 @@ class Explorer(ipywidgets.VBox):
     threads = 1
 
     def __init__(self, title, compute: Callable, draw: Callable, controls: dict, *, to_kwargs=None, dependants=None,
-                 grid=None):
+                 grid=None, data=None):
         self.title = title
         self.compute, self.draw = compute, draw
         self.controls = dict(controls)
@@ -118,7 +123,7 @@ class Explorer(ipywidgets.VBox):
         self._dependants(self.controls)
         for w in self.controls.values():
             w.observe(self._changed, names="value")
-        self.update()
+        self.update(data)
 
     def _changed(self, change):
         self._dependants(self.controls)
@@ -132,13 +137,15 @@ class Explorer(ipywidgets.VBox):
         """The compute function's keywords for the current control values (``values`` override some)."""
         return self._to_kwargs(self.values() | values)
 
-    def update(self):
-        """Recompute and redraw now (called on every control change)."""
+    def update(self, data=None):
+        """Recompute and redraw now (called on every control change); ``data``: draw this result of
+        the compute function for the current values instead of computing it."""
         self.status.value = "<span style='color:#b35900'>⏳ computing …</span>"
         start = time.perf_counter()
         try:
-            with _torch_threads(self.threads):
-                data = self.compute(**self.kwargs())
+            if data is None:
+                with _torch_threads(self.threads):
+                    data = self.compute(**self.kwargs())
             image = ex.png(self.draw(data))
         except (ValueError, TypeError) as err:
             self.status.value = f"<span style='color:#b00'>⚠ {type(err).__name__}: {html.escape(str(err))}</span>"
@@ -170,6 +177,10 @@ _STYLE = {"description_width": "130px"}
 
 
 def _slider(kind, value, description, **kw):
+    """A slider that updates on release, its range [min, max] widened to hold ``value`` (ipywidgets would
+    clamp a starting value outside it silently)."""
+    v = math.log(value, kw.get("base", 10)) if kind == "FloatLogSlider" else value
+    kw.update(min=min(kw["min"], v), max=max(kw["max"], v))
     return getattr(ipywidgets, kind)(value=value, description=description, continuous_update=False, style=_STYLE, **kw)
 
 
@@ -197,18 +208,22 @@ def spectrum_explorer(*, T=256, s2=LN2, activation="softmax", bias=0.0, centred=
     Controls: T, s², activation (softmax / ReLU / sigmoid + bias), centred, i.i.d. vs QKᵀ attention
     (d_qk).  The keywords set the starting values (``model`` is the deprecated name of
     ``attention``).  Returns an :func:`Explorer`; its compute function is
-    :func:`rcteach.explorers.spectrum_data`; precomputed over T, s² and centring.
+    :func:`rcteach.explorers.spectrum_data`, which checks the starting values (as the controls' values below);
+    precomputed over T, s² and centring.
     """
     if model is not None:
         attention = ex.renamed("model", "attention", model)
+    data = ex.spectrum_data(T, s2, activation=activation, bias=bias, centred=centred, attention=attention, d_qk=d_qk,
+                            seed=seed)
+    T, s2, bias, d_qk, seed = (data.params[k] for k in ("T", "s2", "bias", "d_qk", "seed"))
     controls = dict(
-        T=_slider("IntSlider", T, "T (tokens)", min=16, max=max(1024, T), step=16),
-        s2=_slider("FloatSlider", s2, "s² (logit var.)", min=0.0, max=max(3.0, s2), step=0.01, readout_format=".3f"),
+        T=_slider("IntSlider", T, "T (tokens)", min=16, max=1024, step=16),
+        s2=_slider("FloatSlider", s2, "s² (logit var.)", min=0.0, max=3.0, step=0.01, readout_format=".3f"),
         activation=_dropdown(list(ACTIVATIONS), activation, "activation"),
         bias=_slider("FloatSlider", bias, "sigmoid bias b", min=-4.0, max=4.0, step=0.1),
-        centred=_checkbox(centred, "centred (A⊥ = A − row means)"),
+        centred=_checkbox(data.params["centred"], "centred (A⊥ = A − row means)"),
         attention=_dropdown([("i.i.d. logits", "iid"), ("QKᵀ logits", "qk")], attention, "attention"),
-        d_qk=_slider("IntSlider", d_qk, "d_qk (QKᵀ only)", min=1, max=max(512, d_qk), step=1),
+        d_qk=_slider("IntSlider", d_qk, "d_qk (QKᵀ only)", min=1, max=512, step=1),
     )
 
     def dependants(c):
@@ -221,28 +236,30 @@ def spectrum_explorer(*, T=256, s2=LN2, activation="softmax", bias=0.0, centred=
     grid = dict(T=precomputed.around(T, (64, 128, 256, 512, 1024)),
                 s2=precomputed.around(s2, (0.0, 0.25, LN2, 1.0, 2.0, 3.0)), centred=(False, True))
     return Explorer("Spectrum explorer", ex.spectrum_data, ex.spectrum_figure, controls, to_kwargs=to_kwargs,
-                    dependants=dependants, grid=grid)
+                    dependants=dependants, grid=grid, data=data)
 
 
 def width_explorer(*, T_range=(16, 128), gamma=0.5, s2=LN2, gram=False, points=6, seeds=4, seed=0):
     """Width explorer: stable rank of A X0 W_V and A⊥ X0 W_V against T with the predictions.
 
     Controls: the T range, γ = T/d, s², and the stable-rank definition (Frobenius or Gram).
-    Returns an :func:`Explorer`; its compute function is :func:`rcteach.explorers.width_data`;
-    precomputed over the largest T and γ.
+    Returns an :func:`Explorer`; its compute function is :func:`rcteach.explorers.width_data`, which
+    checks the starting values; precomputed over the largest T and γ.
     """
-    lo, hi = T_range
+    data = ex.width_data(T_range, gamma, s2, gram=gram, points=points, seeds=seeds, seed=seed)
+    (lo, hi), gamma, s2, gram, points, seeds, seed = (data.params[k] for k in ("T_range", "gamma", "s2", "gram", "points",
+                                                                              "seeds", "seed"))
     controls = dict(
-        T_range=ipywidgets.IntRangeSlider(value=(lo, hi), min=8, max=max(1024, hi), step=8,
+        T_range=ipywidgets.IntRangeSlider(value=(lo, hi), min=min(8, lo), max=max(1024, hi), step=8,
                                           description="T range", continuous_update=False, style=_STYLE),
         gamma=_slider("FloatSlider", gamma, "γ = T/d", min=0.05, max=2.0, step=0.05),
-        s2=_slider("FloatSlider", s2, "s² (logit var.)", min=0.0, max=max(3.0, s2), step=0.01, readout_format=".3f"),
+        s2=_slider("FloatSlider", s2, "s² (logit var.)", min=0.0, max=3.0, step=0.01, readout_format=".3f"),
         gram=_dropdown([("Frobenius Σs²/s₁²", False), ("Gram Σs⁴/s₁⁴", True)], gram, "stable rank"),
     )
     grid = dict(T_range=[(lo, t) for t in precomputed.around(hi, (32, 64, 128, 256, 512)) if t >= lo],
                 gamma=precomputed.around(gamma, (0.25, 0.5, 1.0, 2.0)))
     return Explorer("Width explorer", ex.width_data, ex.width_figure, controls,
-                    to_kwargs=lambda v: dict(v, points=points, seeds=seeds, seed=seed), grid=grid)
+                    to_kwargs=lambda v: dict(v, points=points, seeds=seeds, seed=seed), grid=grid, data=data)
 
 
 def depth_explorer(*, depth=12, attention="iid", centred=False, norm=None, skip=False, values="gaussian",
@@ -250,18 +267,22 @@ def depth_explorer(*, depth=12, attention="iid", centred=False, norm=None, skip=
     """Depth explorer: μ, both stable ranks and ‖X‖_F per layer of a stack of attention layers.
 
     Controls: depth, attention model, centring, norm, skip, values and value scale σ_V² d, s².
-    Returns an :func:`Explorer`; its compute function is :func:`rcteach.explorers.depth_data`;
-    precomputed over depth, norm and skip.
+    Returns an :func:`Explorer`; its compute function is :func:`rcteach.explorers.depth_data`, which
+    checks the starting values; precomputed over depth, norm and skip.
     """
+    data = ex.depth_data(depth, T=T, d=d, attention=attention, s2=s2, centred=centred, norm=norm, skip=skip,
+                         values=values, value_scale=value_scale, seeds=seeds, seed=seed)
+    depth, T, d, centred, skip, value_scale, s2, seeds, seed = (data.params[k] for k in (
+        "depth", "T", "d", "centred", "skip", "value_scale", "s2", "seeds", "seed"))
     controls = dict(
-        depth=_slider("IntSlider", depth, "depth (layers)", min=1, max=max(64, depth)),
+        depth=_slider("IntSlider", depth, "depth (layers)", min=1, max=64),
         attention=_dropdown([("i.i.d. logits", "iid"), ("QKᵀ (input-dependent)", "qk")], attention, "attention"),
         centred=_checkbox(centred, "centred (A⊥)"),
         norm=_dropdown(_NORM_OPTIONS, "none" if norm is None else norm, "norm"),
         skip=_checkbox(skip, "skip connection X + AXW_V"),
         values=_dropdown(list(VALUES), values, "values W_V"),
         value_scale=_slider("FloatLogSlider", value_scale, "σ_V² d (Gaussian)", base=10, min=-1.5, max=1.5, step=0.05),
-        s2=_slider("FloatSlider", s2, "s² (logit var.)", min=0.0, max=max(3.0, s2), step=0.01, readout_format=".3f"),
+        s2=_slider("FloatSlider", s2, "s² (logit var.)", min=0.0, max=3.0, step=0.01, readout_format=".3f"),
     )
 
     def dependants(c):
@@ -270,7 +291,7 @@ def depth_explorer(*, depth=12, attention="iid", centred=False, norm=None, skip=
     grid = dict(depth=precomputed.around(depth, (2, 4, 8, 12, 16, 24, 32, 48, 64)),
                 norm=[value for _, value in _NORM_OPTIONS], skip=(False, True))
     return Explorer("Depth explorer", ex.depth_data, ex.depth_figure, controls, dependants=dependants,
-                    to_kwargs=lambda v: dict(_norm_kwargs(v), T=T, d=d, seeds=seeds, seed=seed), grid=grid)
+                    to_kwargs=lambda v: dict(_norm_kwargs(v), T=T, d=d, seeds=seeds, seed=seed), grid=grid, data=data)
 
 
 def mask_explorer(*, kind="causal", window=2, beta=1.0, norm=None, values="orthogonal", T=10, depth=24, d=32,
@@ -279,13 +300,17 @@ def mask_explorer(*, kind="causal", window=2, beta=1.0, norm=None, values="ortho
 
     Controls: mask kind, window (sliding kinds), β (inverse temperature), norm, values
     (``temperature`` is deprecated: ``beta = 1 / temperature``).  Returns an :func:`Explorer`; its
-    compute function is :func:`rcteach.explorers.mask_data`; precomputed over kind, window and β.
+    compute function is :func:`rcteach.explorers.mask_data`, which checks the starting values;
+    precomputed over kind, window and β.
     """
     if temperature is not None:
-        beta = 1.0 / ex.renamed("temperature", "beta", temperature)
+        beta = 1.0 / _validate.real("temperature", ex.renamed("temperature", "beta", temperature), positive=True)
+    data = ex.mask_data(kind, T=T, window=window, beta=beta, norm=norm, values=values, depth=depth, d=d, seeds=seeds,
+                        seed=seed)
+    T, beta, depth, d, seeds, seed = (data.params[k] for k in ("T", "beta", "depth", "d", "seeds", "seed"))
     controls = dict(
         kind=_dropdown(list(MASK_KINDS), kind, "mask"),
-        window=_slider("IntSlider", window, "window w (sliding)", min=1, max=max(T - 1, window)),
+        window=_slider("IntSlider", window, "window w (sliding)", min=1, max=T - 1),
         beta=_slider("FloatLogSlider", beta, "β (1/temperature)", base=10, min=-1.5, max=1, step=0.05),
         norm=_dropdown(_NORM_OPTIONS, "none" if norm is None else norm, "norm"),
         values=_dropdown(list(VALUES), values, "values W_V"),
@@ -297,4 +322,5 @@ def mask_explorer(*, kind="causal", window=2, beta=1.0, norm=None, values="ortho
     grid = dict(kind=list(MASK_KINDS), window=precomputed.around(window, (1, 2, 3, 4)),
                 beta=precomputed.around(beta, (0.1, 0.3, 1.0, 3.0, 10.0)))
     return Explorer("Mask explorer", ex.mask_data, ex.mask_figure, controls, dependants=dependants,
-                    to_kwargs=lambda v: dict(_norm_kwargs(v), T=T, depth=depth, d=d, seeds=seeds, seed=seed), grid=grid)
+                    to_kwargs=lambda v: dict(_norm_kwargs(v), T=T, depth=depth, d=d, seeds=seeds, seed=seed), grid=grid,
+                    data=data)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import inspect
 import math
 import re
+import tempfile
 import warnings
 from dataclasses import dataclass, field
 
@@ -26,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import rcteach as rc
-from rcteach import equilibria, matfree, norms, plotting, theory, width, wu_table
+from rcteach import equilibria, explorers, free_probability, grid, matfree, norms, plotting, theory, training, width, wu_table
 from rcteach._validate import LOG_FLOAT_MAX
 from rcteach.device import DEVICE_ENV
 from rcteach.layers import LayerConfig, LayerWeights
@@ -36,6 +37,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 models = pytest.importorskip("rcteach.models")  # needs transformers (installed by requirements.txt)
+widgets = pytest.importorskip("rcteach.widgets")  # needs ipywidgets
 pytestmark = pytest.mark.usefixtures("cpu_env")
 
 FAST = settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True, database=None)
@@ -182,6 +184,26 @@ def entered(context):
 
 RANDOM = dict(seed=BAD_SEED, device=BAD_DEVICE, dtype=BAD_DTYPE)  # the random functions' shared arguments
 S2_REAL = bad_real(minimum=0.0)  # sampling s2: any finite s2 >= 0 is valid (no e^{s2} is formed)
+
+# the explorers' starting arguments, shared by the data functions and the widget constructors
+VALUES_KIND = choices(("gaussian", "orthogonal", "identity"))
+EXPLORER_VALID = dict(spectrum=lambda: dict(T=8), width=lambda: dict(T_range=(8, 16), points=2, seeds=1),
+                      depth=lambda: dict(depth=2, T=4, d=4, seeds=1), mask=lambda: dict(T=4, depth=2, d=4, seeds=1))
+EXPLORER_BAD = dict(
+    spectrum=dict(T=bad_int(minimum=2), s2=BAD_S2, activation=choices(theory.ACTIVATIONS),
+                  bias=st.one_of(bad_real(), st.just(1.0)), centred=BAD_FLAG, attention=choices(explorers.ATTENTION),
+                  d_qk=bad_int(minimum=1), seed=BAD_SEED),
+    width=dict(T_range=st.sampled_from([8, (8,), (16, 8), (1, 8), (8.0, 16), "8,16", None]), gamma=bad_real(positive=True),
+               s2=BAD_S2, gram=BAD_FLAG, points=bad_int(minimum=1), seeds=bad_int(minimum=1), seed=BAD_SEED),
+    depth=dict(depth=bad_int(minimum=0), T=st.one_of(bad_int(minimum=2), st.just(5)), d=bad_int(minimum=1),
+               attention=choices(explorers.ATTENTION), s2=bad_real(minimum=0.0), centred=BAD_FLAG,
+               norm=choices(("rms", "layernorm")), skip=BAD_FLAG, values=VALUES_KIND, value_scale=bad_real(positive=True),
+               seeds=bad_int(minimum=1), seed=BAD_SEED),
+    mask=dict(kind=choices(rc.MASK_KINDS), T=st.one_of(bad_int(minimum=2), st.just(5)), window=bad_int(minimum=0),
+              beta=bad_real(positive=True), norm=choices(("rms", "layernorm")), values=VALUES_KIND,
+              depth=bad_int(minimum=0), d=bad_int(minimum=1), seeds=bad_int(minimum=1), seed=BAD_SEED,
+              temperature=bad_real(positive=True).filter(lambda t: t is not None)),
+)
 
 CASES = [
     # tokens, logits, attention
@@ -344,6 +366,50 @@ CASES = [
          dict(layers=st.sampled_from([(0, 5.5), ("1",), (-1,), 3, None]))),
     Case("format_table", wu_table.format_table, lambda: dict(rows=[wu_table.LNRow("causal", 0, 1.0, 0.1, 0.5)]),
          dict(rows=st.sampled_from([None, 3, ["row"], [{"mask": "causal"}]]), scale=bad_real(positive=True))),
+    # free probability, training, grid
+    Case("fuss_catalan_moment", free_probability.fuss_catalan_moment, lambda: dict(k=2, j=2),
+         dict(k=bad_int(minimum=1), j=bad_int(minimum=0))),
+    Case("fuss_catalan_edge", free_probability.fuss_catalan_edge, lambda: dict(k=2), dict(k=bad_int(minimum=1))),
+    Case("fuss_catalan_density", free_probability.fuss_catalan_density, lambda: dict(k=2, points=8),
+         dict(k=bad_int(minimum=1), points=bad_int(minimum=2), dtype=BAD_DTYPE)),
+    Case("gram_stable_rank_limit", free_probability.gram_stable_rank_limit, lambda: dict(T=8, k=2),
+         dict(T=bad_int(minimum=2), k=bad_int(minimum=1))),
+    Case("correlated_bulk_radius", free_probability.correlated_bulk_radius, lambda: dict(X=unit_X(), s2=0.5),
+         dict(X=bad_matrix(T, D, extra=[torch.ones(1, D, dtype=F64)]), s2=S2_REAL)),
+    Case("train_copy", training.train_copy, lambda: dict(T=3, d=4, vocab=3, depth=1, steps=1, batch=2),
+         dict(init=choices(training.INITS), T=bad_int(minimum=2), d=bad_int(minimum=2), vocab=bad_int(minimum=2),
+              depth=bad_int(minimum=1), steps=bad_int(minimum=1), lr=bad_real(positive=True), batch=bad_int(minimum=1),
+              s2=BAD_S2, seed=BAD_SEED)),
+    Case("consensus_transient_layer", rc.masks.consensus_transient_layer,
+         lambda: dict(mask=rc.make_mask("causal", T), level=0.5),
+         dict(mask=bad_mask(T, sized=False), level=bad_real(positive=True), max_layers=bad_int(minimum=0))),
+    Case("config_names", grid.config_names, lambda: dict(configs="A,A_perp"),
+         dict(configs=st.sampled_from(["", "B", ["A", 3], [], 3, None, ("nope",)]))),
+    Case("bartlett", grid.bartlett, lambda: dict(p=3, dof=2, gens=[torch.Generator().manual_seed(0)]),
+         dict(p=bad_int(minimum=1), dof=bad_int(minimum=0), gens=st.sampled_from([None, [], [0], torch.Generator(), ["g"]]),
+              seeds=bad_int(minimum=1), dtype=BAD_DTYPE, device=BAD_DEVICE)),
+    Case("centred_softmax", grid.centred_softmax, lambda: dict(logits=torch.zeros(2, T, T, dtype=F64)),
+         dict(logits=bad_matrix(T, T, extra=[torch.ones(T, T + 1, dtype=F64)]),
+              log_scale=st.sampled_from([0.5, "0", torch.zeros(3, dtype=F64), torch.tensor([math.nan, 0.0], dtype=F64)]))),
+    Case("simulate", grid.simulate, lambda: dict(T=4, gamma=0.5, configs="A", depth=1, seeds=1),
+         dict(T=bad_int(minimum=2), gamma=st.one_of(bad_real(positive=True), st.just(2.0)),
+              configs=st.sampled_from(["", "B", 3]), depth=bad_int(minimum=1), seeds=bad_int(minimum=1), seed=BAD_SEED,
+              authors_skip=BAD_FLAG, dtype=BAD_DTYPE, device=BAD_DEVICE)),
+    Case("grid_rows", grid.grid_rows, lambda: dict(T=4, gamma=0.5, configs="A", depth=1, seeds=1),
+         dict(T=bad_int(minimum=2), gamma=bad_real(positive=True), depth=bad_int(minimum=1), seeds=bad_int(minimum=1),
+              seed=BAD_SEED, authors_skip=BAD_FLAG, dtype=choices(("float32", "float64")), device=BAD_DEVICE)),
+    Case("run_grid", grid.run_grid, lambda: dict(out=tempfile.mkdtemp(), configs="A", T=[4], gamma=[0.5], depth=1,
+                                                 seeds=1, progress=False),
+         dict(out=st.sampled_from([3, None, b"x"]), configs=st.sampled_from(["", "B", 3]),
+              T=st.sampled_from([3, [1], ["4"], [4.0]]), gamma=st.sampled_from([0.5, [-1.0], [math.nan], ["a"]]),
+              depth=bad_int(minimum=1), seeds=bad_int(minimum=1), base_seed=BAD_SEED, authors_skip=BAD_FLAG,
+              dtype=choices(("float32", "float64")), device=BAD_DEVICE, force=BAD_FLAG, progress=BAD_FLAG)),
+    # the explorers: data functions, and the widget constructors that wrap them (the same starting arguments)
+    *(Case(f"{name}_data", getattr(explorers, f"{name}_data"), EXPLORER_VALID[name],
+           dict(EXPLORER_BAD[name], device=BAD_DEVICE, **({"s2": bad_real(minimum=0.0)} if name == "mask" else {})))
+      for name in EXPLORER_BAD),
+    *(Case(f"{name}_explorer", getattr(widgets, f"{name}_explorer"), EXPLORER_VALID[name], EXPLORER_BAD[name])
+      for name in EXPLORER_BAD),
 ]
 
 # closed forms: (function, valid keyword arguments, bad strategies)
@@ -388,6 +454,14 @@ THEORY = [
     (theory.dropout_front, dict(T=4, depth=2, p=0.1), dict(T=INT_T, depth=bad_int(minimum=0), p=bad_real(minimum=0.0, below=1.0))),
     (theory.dropout_front_mu, dict(T=4, depth=2, p=0.1),
      dict(T=INT_T, depth=bad_int(minimum=0), p=bad_real(minimum=0.0, below=1.0), token_norm_sq=bad_real(positive=True))),
+    (theory.centred_depth_gram_stable_rank, dict(T=8, depth=1), dict(T=INT_T, depth=bad_int(minimum=1))),
+    (theory.first_value_gradient_rms, dict(T=4, d=4, s2=1.0, centred=True),
+     dict(T=INT_T, d=st.one_of(bad_int(minimum=1), st.just(3)), s2=BAD_S2, value_var=bad_real(positive=True), centred=BAD_FLAG)),
+    (theory.first_value_gradient_rms, dict(T=4, d=4, s2=1.0), dict(s2=BAD_S2)),  # s2 checked without centring too
+    (theory.noniso_bulk_radius, dict(T=8, d=8, s2=1.0), dict(T=INT_T, d=bad_int(minimum=1), s2=BAD_S2)),
+    (theory.gaussian_value_lyapunov, dict(d=4), dict(d=bad_int(minimum=2))),
+    (theory.gaussian_value_rate, dict(mask=rc.make_mask("causal", T), d=4),
+     dict(mask=bad_mask(T, sized=False), d=bad_int(minimum=2))),
 ]
 CASES += [Case(f"theory.{f.__name__}", f, (lambda kw=kw: dict(kw)), bad) for f, kw, bad in THEORY]
 

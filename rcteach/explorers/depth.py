@@ -56,8 +56,9 @@ def depth_data(depth=12, *, T=32, d=64, attention="iid", s2=LN2, centred=False, 
     d = _validate.integer("d", d, minimum=1)
     s2 = _validate.real("s2", s2, minimum=0.0)
     value_scale = _validate.real("value_scale", value_scale, positive=True)
+    skip = _validate.flag("skip", skip)  # a checkbox here; propagate also takes a skip strength
     seeds = _validate.integer("seeds", seeds, minimum=1)
-    seed = _validate.integer("seed", seed)
+    seed = _validate.seed(seed)
     X0 = orthonormal_tokens(T, d, batch=seeds, seed=seed, device=device)  # (seeds, T, d)
     traj = propagate(X0, depth, attention=attention, s2=s2, centred=centred, norm=norm, skip=skip, values=values,
                      value_var=value_scale / d, seed=seed + 1)

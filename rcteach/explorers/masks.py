@@ -54,10 +54,11 @@ def mask_data(kind="causal", *, T=10, window=2, beta=1.0, norm=None, values="ort
     if temperature is not None:
         beta = 1.0 / _validate.real("temperature", renamed("temperature", "beta", temperature), positive=True)
     kind = _validate.choice("kind", kind, MASK_KINDS)
+    window = _validate.integer("window", window, minimum=0)  # checked for every kind (the explorer's starting value)
     beta = _validate.real("beta", beta, positive=True)
     d = _validate.integer("d", d, minimum=1)
     seeds = _validate.integer("seeds", seeds, minimum=1)
-    seed = _validate.integer("seed", seed)
+    seed = _validate.seed(seed)
     mask = make_mask(kind, T, window=window, device=device)
     X0 = orthonormal_tokens(T, d, batch=seeds, seed=seed, device=device)  # (seeds, T, d)
     traj = propagate(X0, depth, attention="qk", s2=s2, beta=beta, mask=mask, norm=norm, values=values,

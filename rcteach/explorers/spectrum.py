@@ -73,7 +73,7 @@ def spectrum_data(T=256, s2=LN2, *, activation="softmax", bias=0.0, centred=Fals
         attention = renamed("model", "attention", model)
     attention = _validate.choice("attention", attention, ATTENTION)
     d_qk = _validate.integer("d_qk", d_qk, minimum=1)
-    seed = _validate.integer("seed", seed)
+    seed = _validate.seed(seed)
     bias = _validate.bias(activation, bias)
     if attention == "iid":
         A = random_attention(T, s2, activation=activation, bias=bias, centred=centred, seed=seed, device=device)

@@ -60,11 +60,11 @@ def width_data(T_range=(16, 128), gamma=0.5, s2=LN2, *, gram=False, points=6, se
     if hi < lo:
         raise ValueError(f"T_range must be increasing, got {T_range}")
     gamma = _validate.real("gamma", gamma, positive=True)
-    s2 = _validate.real("s2", s2, minimum=0.0)
+    s2 = _validate.log_variance("s2", s2)  # the prediction needs e^{s2}
     gram = _validate.flag("gram", gram)
     points = _validate.integer("points", points, minimum=1)
     seeds = _validate.integer("seeds", seeds, minimum=1)
-    seed = _validate.integer("seed", seed)
+    seed = _validate.seed(seed)
     Ts = np.unique(np.geomspace(lo, hi, points).round().astype(int))  # (n,)
     sr, sr_c = [], []
     for k, T in enumerate(Ts):

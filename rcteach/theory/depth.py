@@ -79,6 +79,7 @@ def norm_growth(d, value_var, *, T=None, s2=None, centred=False) -> float:
     return value_var * d * depth_mu_factor(T, s2)
 
 
+@_validate.finite_result
 def centred_depth_gram_stable_rank(T, depth) -> float:
     """Gram stable rank (sum s_i^4 / s_1^4) of X_L after ``depth`` = L layers of centred i.i.d.
     attention with fresh Gaussian values, T = d, orthonormal X_0 (rebuttal Fig. VII), to leading order:
@@ -95,6 +96,7 @@ def centred_depth_gram_stable_rank(T, depth) -> float:
     return gram_stable_rank_limit(T, 2 * depth)
 
 
+@_validate.finite_result
 def first_value_gradient_rms(T, d, s2, *, value_var=1.0, centred=False) -> float:
     """Root-mean-square of ||dL/dW_V^(1)||_F for two i.i.d. attention layers with values, L = ||X_2||_F^2,
     X_0 with orthonormal rows (d >= T), W_V i.i.d. N(0, value_var) (rebuttal Fig. VIII: value_var = 1, d = T).
@@ -111,5 +113,6 @@ def first_value_gradient_rms(T, d, s2, *, value_var=1.0, centred=False) -> float
     T = _validate.integer("T", T, minimum=2)
     d = _validate.integer("d", d, minimum=T)
     value_var = _validate.real("value_var", value_var, positive=True)
-    s4 = 3.0 * T * (c(s2) / T) ** 4 if centred else 1.0
+    cc = c(s2)  # checks s2 with or without centring
+    s4 = 3.0 * T * (cc / T) ** 4 if _validate.flag("centred", centred) else 1.0
     return math.sqrt(4.0 * value_var**3 * d**2 * (2 * d + 1) * s4)

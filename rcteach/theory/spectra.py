@@ -203,6 +203,7 @@ def top_singular_value_next_order(T, s2) -> float:
     return math.sqrt(1.0 + cc / T * (1.0 - (1.0 + cc) * (1.0 + 2.0 * cc) / T))
 
 
+@_validate.finite_result
 def noniso_bulk_radius(T, d, s2) -> float:
     """Bulk radius of query-key attention A(X) on Gaussian tokens with unit-norm rows (not orthonormal),
     logit variance s2, gamma = d / T (rebuttal Fig. IX): sqrt((c + s2 / gamma) / T).
