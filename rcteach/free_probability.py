@@ -1,5 +1,7 @@
 """The Fuss-Catalan law: squared singular values of a product of k independent square Ginibre factors.
 
+Introduced in chapter "Depth with the fix: a free-probability law" (book/13_depth_with_the_fix.md).
+
 Let G_1, ..., G_k be independent n x n matrices with i.i.d. centred entries of variance 1/n.  As
 n -> infinity the empirical law of the squared singular values of G_1 ... G_k converges to the
 Fuss-Catalan law FC_k (Alexeev, Goetze & Tikhomirov 2010; k = 1 is Marchenko-Pastur with ratio 1):

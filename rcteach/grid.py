@@ -1,5 +1,7 @@
 """The Mind-the-Gap depth grid: 25 configurations, every layer, sampled exactly in law at O(T^3) a layer.
 
+Introduced in chapter "Rank collapse in depth" (book/05_depth.md), section "The authors' whole grid".
+
 The authors' ``stable_ranks.py`` runs the configurations of their ``configs.py`` on orthonormal tokens
 X0 (T, d), d = T/gamma, for ``depth`` layers with fresh weights per layer, and records the Gram stable
 rank after every block.  One block, tokens as rows (this module's :data:`CONFIGS`, ASCII names)::

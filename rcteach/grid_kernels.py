@@ -1,5 +1,7 @@
 """The exact-in-law samplers and the per-layer metrics of :mod:`rcteach.grid` (its module doc states the math).
 
+Introduced in chapter "Rank collapse in depth" (book/05_depth.md), with :mod:`rcteach.grid`.
+
 Shapes: n = configurations x seeds networks in a batch, T tokens, p = 1 + k state columns (the e
 column, then k directions of e^perp), states in rotated token coordinates (row 0 = sqrt(T) x the
 mean token).  Every draw takes its generators ``gens`` (one per configuration, ``seeds`` networks

@@ -1,6 +1,8 @@
 """A tiny training experiment: attention-only layers learning to copy their input tokens.
 
-The chapter "Theorem 2 and training" uses it to ask whether the initialisation's collapse matters
+Introduced in chapter "Theorem 2 of Wu et al., settled numerically, and training briefly" (book/14_theorem2.md).
+
+The chapter uses it to ask whether the initialisation's collapse matters
 once the weights move.  The model, for token ids (B, T) over a vocabulary of size V:
 
     X_0 = E[ids]                                    # (B, T, d), E (V, d) with N(0, 1/d) entries

@@ -1,4 +1,7 @@
-"""The depth explorer's data and figure: mu, stable ranks and norm per layer of a stack of attention layers."""
+"""The depth explorer's data and figure: mu, stable ranks and norm per layer of a stack of attention layers.
+
+Introduced in chapter "Rank collapse in depth" (book/05_depth.md).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""The mask explorer's data and figure: a mask's graph and mu through masked query-key attention."""
+"""The mask explorer's data and figure: a mask's graph and mu through masked query-key attention.
+
+Introduced in chapter "Collapse under masks" (book/09_mask_collapse.md).
+"""
 
 from __future__ import annotations
 

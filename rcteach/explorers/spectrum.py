@@ -1,4 +1,7 @@
-"""The spectrum explorer's data and figure: eigenvalues and singular values of one attention matrix."""
+"""The spectrum explorer's data and figure: eigenvalues and singular values of one attention matrix.
+
+Introduced in chapter "The spectral gap" (book/02_spectral_gap.md).
+"""
 
 from __future__ import annotations
 

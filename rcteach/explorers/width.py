@@ -1,4 +1,7 @@
-"""The width explorer's data and figure: stable ranks of one layer's output against T."""
+"""The width explorer's data and figure: stable ranks of one layer's output against T.
+
+Introduced in chapter "Rank collapse in width" (book/04_width.md).
+"""
 
 from __future__ import annotations
 
