@@ -86,3 +86,29 @@ def test_noniso_bulk_radius_limits():
     assert tr_S2 == pytest.approx(T + T * (T - 1) / d, rel=0.02)
     with pytest.raises(ValueError, match="d"):
         theory.noniso_bulk_radius(T, 0, rcteach.LN2)
+
+
+def test_noniso_width_slope_limits_and_duality():
+    import numpy as np
+
+    for gamma in (0.25, 1.0, 4.0):
+        z = np.logspace(-8, 3, 400001)
+        brute = (z / ((1 + z) ** 2 * (1 + gamma * z) ** 2)).max()
+        assert theory.noniso_width_slope(gamma) == pytest.approx(brute, rel=1e-6)
+        # swapping T and d: sr is the same matrix's, so slope(gamma) = slope(1/gamma) / gamma
+        assert theory.noniso_width_slope(gamma) == pytest.approx(theory.noniso_width_slope(1 / gamma) / gamma)
+        assert theory.noniso_width_slope(gamma) < theory.centred_width_slope(gamma)
+    assert theory.noniso_width_slope(0) == 0.25 == theory.centred_width_slope(0)
+    assert theory.noniso_width_slope(1.0) == pytest.approx(27 / 256)
+    assert 1e6 * theory.noniso_width_slope(1e6) == pytest.approx(0.25, rel=1e-5)  # sr -> d/4 when d << T
+    with pytest.raises(ValueError, match="gamma"):
+        theory.noniso_width_slope(-1.0)
+
+
+def test_noniso_width_slope_simulation():
+    from rcteach.checks.figures import noniso_width_ranks
+
+    T, gamma = 256, 0.5
+    sr = noniso_width_ranks(T, round(T / gamma), rcteach.LN2, seeds=16, seed=3) / T
+    assert sr.median().item() == pytest.approx(theory.noniso_width_slope(gamma), rel=0.06)
+    assert abs(sr.median().item() / theory.centred_width_slope(gamma) - 1) > 0.15

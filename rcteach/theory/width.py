@@ -10,7 +10,8 @@ import math
 from .. import _validate
 from .spectra import c
 
-__all__ = ["width_stable_rank", "width_stable_rank_bias", "width_stable_rank_gram", "centred_width_slope", "centred_width_slope_gram"]
+__all__ = ["width_stable_rank", "width_stable_rank_bias", "width_stable_rank_gram", "centred_width_slope", "centred_width_slope_gram",
+           "noniso_width_slope"]
 
 
 @_validate.finite_result
@@ -84,3 +85,25 @@ def centred_width_slope_gram(gamma) -> float:
     """
     gamma = _validate.real("gamma", gamma, minimum=0.0)
     return (2.0 + gamma) * centred_width_slope(gamma) ** 2
+
+
+@_validate.finite_result
+def noniso_width_slope(gamma) -> float:
+    """Slope of sr(A_perp X0 W_V) in T for Gaussian tokens: sr / T -> max_{z>0} z / ((1+z)^2 (1+gamma z)^2).
+
+    Frobenius stable rank, gamma = T/d (the width convention; chapter 15 writes d/T = 1/gamma), any
+    gamma >= 0 including gamma > 1 (d < T).  Model: A_perp centred i.i.d. attention (its T-dim
+    Gram law Marchenko-Pastur of ratio 1, S = 1/(1+z)), X0 = G with i.i.d. Gaussian rows (T x d),
+    W_V (d x d) Gaussian, all independent and asymptotically free.  In the d-dim frame
+    S(W W^T) = 1/(1+z) and S(G^T G) = 1/(gamma + z) (mean gamma), so the d-dim law nu of
+    X0 W W^T X0^T has S_nu = 1/((1+z)(gamma+z)); the T-dim law mu = (1 - 1/gamma) delta_0 + nu/gamma
+    (for gamma > 1: the rank is d) has S_mu(z) = (1+z)/(1/gamma+z) S_nu(gamma z) = 1/(1+gamma z)^2.
+    Multiplying by A_perp: S = 1/((1+z)(1+gamma z)^2), mean 1, so sr/T -> 1/edge = max_z z S/(1+z).
+    The maximiser solves 1 - (1+gamma) z - 3 gamma z^2 = 0.  gamma -> 0 gives 1/4 (as
+    :func:`centred_width_slope`); gamma -> inf gives 1/(4 gamma), i.e. sr -> d/4 (the rank <= d).
+    Assumed: unit-norm rows behave like Gaussian rows (the row norms concentrate; a finite-d
+    excess of a few / d relative is measured, not derived), and freeness of the three factors.
+    """
+    gamma = _validate.real("gamma", gamma, minimum=0.0)
+    z = 1.0 if gamma == 0 else (math.sqrt((1 + gamma) ** 2 + 12 * gamma) - 1 - gamma) / (6 * gamma)
+    return z / ((1 + z) ** 2 * (1 + gamma * z) ** 2)
