@@ -78,10 +78,10 @@ def stable_rank(X, *, gram=False, method="exact") -> torch.Tensor:
         method = _validate.choice("method", method, ("exact", *matfree.METHODS))
         return matfree.stable_rank(X, gram=gram, method=method)
     X = _validate.matrix("X", X)
-    scale = X.abs().amax((-2, -1), keepdim=True)  # (*batch, 1, 1): the stable rank is scale-free, so
-    if not (scale > 0).all():  # divide first: no overflow at 1e200 X, no underflow to 0/0 at 1e-200 X
+    # scale-free: X / max|X| neither overflows (1e200 X) nor underflows to 0/0 (1e-200 X)
+    sq = squared_singular_values(unit_scaled(X))  # (*batch, min(m, n)), descending
+    if not (sq[..., 0] > 0).all():
         raise ValueError("X must be nonzero: the stable rank of a zero matrix is undefined")
-    sq = squared_singular_values(X / scale)  # (*batch, min(m, n)), descending
     return stable_rank_from_squared(sq, gram=gram)
 
 
