@@ -51,7 +51,7 @@ def _edited(notebook, path, edits, append=()):
 
 
 @pytest.fixture(scope="module")
-def build(tmp_path_factory):
+def build(tmp_path_factory, working_sandbox):
     tmp = tmp_path_factory.mktemp("assignments")
     with ThreadPoolExecutor(3) as pool:
         built = dict(zip(NAMES, pool.map(lambda m: grading.assign(m, tmp / "build", run_tests=False), MASTERS)))

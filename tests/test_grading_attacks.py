@@ -149,7 +149,7 @@ def _notebook(cells, path) -> pathlib.Path:
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
+def graded(tmp_path_factory, working_sandbox):
     tmp = tmp_path_factory.mktemp("attacks")
     outside = tmp / "outside"
     outside.mkdir()
@@ -278,7 +278,7 @@ def test_cli_grades_a_folder_into_a_csv(graded, tmp_path, capsys):
     assert sorted(p.name for p in out.glob("*.json")) == ["alice__a1_spectral_gap-results.json", "bob__a1_spectral_gap-results.json"]
 
 
-def test_sandbox_sees_kernel_knobs_read_only_and_no_grader_files():
+def test_sandbox_sees_kernel_knobs_read_only_and_no_grader_files(working_sandbox):
     code = ("import os\nfor path in ('/proc/sys/kernel/hostname', '/proc/sysrq-trigger'):\n    try:\n"
             "        os.open(path, os.O_WRONLY)\n        print('writable', path)\n    except OSError as e:\n"
             "        print('refused', path, e.errno)\n"

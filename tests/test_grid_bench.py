@@ -30,7 +30,10 @@ def test_grid_side_by_side(tmp_path):
     assert math.isclose(res["ratio_cpu"], t["cpu_s"] / o["cpu_s"])
     assert math.isfinite(o["exponent_T"]) and math.isfinite(o["exponent_d"])
     text = bench_grid.format_grid(res)
-    assert "ratio" in text and "load average" in text
+    f = res["floor"]
+    assert f["import_s"] > 0 and f["eig_s"] > 0 and math.isclose(f["total_s"], f["import_s"] + f["eig_s"])
+    assert math.isclose(res["ratio_floor"], t["cpu_s"] / f["total_s"])
+    assert "ratio" in text and "load average" in text and "floor" in text
 
 
 def test_fit_cost_exponents():

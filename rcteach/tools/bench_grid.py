@@ -4,7 +4,9 @@
 ``official`` names a checkout of the Mind-the-Gap code, their ``stable_ranks.py``, each in its own
 process on one core (``OMP_NUM_THREADS=1``), rcteach before and after the official run so that
 drifting load hits both: CPU and wall seconds, their ratio, peak memory, non-finite values, and
-rcteach's fitted cost exponents in T and in d (:func:`fit_cost_exponents`).
+rcteach's fitted cost exponents in T and in d (:func:`fit_cost_exponents`).  It also measures a floor
+under any exact implementation on one core (:func:`kernel_floor`), and with it the largest ratio
+such an implementation could reach.
 """
 
 from __future__ import annotations
@@ -39,6 +41,31 @@ def _grid_child(gammas: list[float], Ts: list[int], seeds: int, depth: int) -> N
     print(json.dumps({"points": points, "nonfinite": bad}))
 
 
+def _floor_child(Ts: list[int], per_T: int) -> None:
+    """In a fresh process: CPU seconds of importing rcteach.grid (torch with it) and of LAPACK's
+    ``ssytrd`` on ``per_T`` Gram matrices (T, T) per T; prints JSON {import_s, eig_s}."""
+    import json
+
+    start = time.process_time()
+    from .. import grid  # noqa: F401  (the import is what is timed)
+
+    import_s = time.process_time() - start
+    import numpy as np
+    from scipy.linalg import lapack
+
+    sytrd = lapack.get_lapack_funcs("sytrd", dtype=np.float32)
+    rng = np.random.default_rng(0)
+    eig_s = 0.0
+    for T in Ts:
+        Z = rng.standard_normal((per_T, T, T + 1), dtype=np.float32)
+        S = np.matmul(Z, Z.transpose(0, 2, 1))  # Wishart, the Gram of a (T, T + 1) state
+        start = time.process_time()
+        for a in S:
+            sytrd(a, lower=1)
+        eig_s += time.process_time() - start
+    print(json.dumps({"import_s": import_s, "eig_s": eig_s}))
+
+
 def _child(cmd, cwd, env) -> dict:
     """Run ``cmd`` to completion; its own CPU seconds (user + sys), wall seconds, peak RSS (MB) and stdout."""
     import subprocess
@@ -69,6 +96,31 @@ def _official_nonfinite(folder) -> tuple[int, int]:
                         total += 1
                         bad += not math.isfinite(float(row["stable_rank"]))
     return bad, total
+
+
+def kernel_floor(T=None, gamma=None, *, seeds=5, depth=10, env=None) -> dict:
+    """A floor, in CPU seconds on one core, under any exact computation of the grid in one torch process.
+
+    Every stable rank needs the top eigenvalue of a (T, T) Gram matrix (per network, layer and
+    (T, gamma): 25 x seeds x depth x len(gamma) matrices per T), and every dense symmetric eigensolver
+    first reduces the matrix to tridiagonal form (LAPACK ``ssytrd``, (4/3) T^3 flops); the process
+    also imports torch.  Measured in a fresh process with OMP_NUM_THREADS=1: {import_s, eig_s, total_s}.
+    The draws, the products A X W_V and everything else come on top, so the floor is not reachable.
+    """
+    import json
+    import subprocess
+
+    from .. import grid
+
+    Ts = list(grid.GRID["T"] if T is None else T)
+    n_gamma = len(grid.GRID["gamma"] if gamma is None else gamma)
+    per_T = len(grid.CONFIGS) * seeds * depth * n_gamma
+    env = env or {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    code = f"from rcteach.tools.bench_grid import _floor_child; _floor_child({Ts!r}, {per_T})"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    res = json.loads(out.strip().splitlines()[-1])
+    res["total_s"] = res["import_s"] + res["eig_s"]
+    return res
 
 
 def fit_cost_exponents(points) -> tuple[float, float]:
@@ -132,9 +184,12 @@ def grid_side_by_side(official=None, *, T=None, gamma=None, seeds=5, depth=10, l
     ours["points"] = [[T_, d_, min(r["points"][i][2] for r in runs)] for i, (T_, d_, _) in enumerate(runs[0]["points"])]
     ours["nonfinite"] = max(r["nonfinite"] for r in runs)
     ours["exponent_T"], ours["exponent_d"] = fit_cost_exponents(ours["points"])
-    out = {"rcteach": ours, "official": theirs, "load_before": load_before, "load_after": os.getloadavg(),
-           "values": len(Ts) * len(gammas) * seeds * depth * len(grid.CONFIGS)}
-    out["ratio_cpu"] = (theirs["cpu_s"] if theirs else GRID_REFERENCE_S) / ours["cpu_s"]
+    floor = kernel_floor(Ts, gammas, seeds=seeds, depth=depth, env=env)
+    out = {"rcteach": ours, "official": theirs, "floor": floor, "load_before": load_before,
+           "load_after": os.getloadavg(), "values": len(Ts) * len(gammas) * seeds * depth * len(grid.CONFIGS)}
+    reference = theirs["cpu_s"] if theirs else GRID_REFERENCE_S
+    out["ratio_cpu"] = reference / ours["cpu_s"]
+    out["ratio_floor"] = reference / floor["total_s"]
     out["ratio_wall"] = (theirs["wall_s"] if theirs else GRID_REFERENCE_S) / ours["wall_s"]
     return out
 
@@ -154,6 +209,10 @@ def format_grid(res: dict) -> str:
                  f"non-finite {o['nonfinite']}  (compute only {o['compute_s']:.1f} s CPU)")
     lines.append(f"  ratio         : {res['ratio_cpu']:.1f}x (CPU)  {res['ratio_wall']:.1f}x (wall)")
     lines.append(f"  rcteach cost  : time ~ T^{o['exponent_T']:.2f} d^{o['exponent_d']:.2f} over the grid points")
+    f = res["floor"]
+    lines.append(f"  floor         : {f['import_s']:.1f} s importing torch + {f['eig_s']:.1f} s of tridiagonal reductions "
+                 f"(one per stable rank) = {f['total_s']:.1f} s CPU: no exact one-process code beats "
+                 f"{res['ratio_floor']:.1f}x")
     lines.append("  load average  : {:.2f} {:.2f} {:.2f} before, {:.2f} {:.2f} {:.2f} after".format(
         *res["load_before"], *res["load_after"]))
     return "\n".join(lines)
