@@ -33,7 +33,7 @@ import math
 import torch
 
 from . import _validate
-from .metrics import frobenius_norm, unit_scaled
+from .metrics import _max_abs, frobenius_norm, unit_scaled
 
 __all__ = ["METHODS", "spectral_norm", "stable_rank", "frobenius_bulk_radius"]
 
@@ -140,9 +140,8 @@ def spectral_norm(X, *, method="lanczos", iters=None, tol=None, seed=0) -> torch
     seed = _validate.seed(seed)
     with torch.no_grad():
         run = _lanczos if method == "lanczos" else _power
-        scale = X.detach().abs().amax((-2, -1))  # run on X / max|X|: no overflow in X^T X for huge X
-        scale = torch.where(scale > 0, scale, torch.ones_like(scale))
-        return scale * run(X.detach() / scale[..., None, None], iters, tol, seed)
+        scale = _max_abs(X)  # run on X / max|X|: no overflow in X^T X for huge X
+        return scale[..., 0, 0] * run(X.detach() / scale, iters, tol, seed)
 
 
 def stable_rank(X, *, gram=False, method="lanczos", iters=None, tol=None, seed=0) -> torch.Tensor:
