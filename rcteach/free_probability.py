@@ -68,9 +68,20 @@ def fuss_catalan_density(k, points=400, *, dtype=torch.float64):
 @_validate.finite_result
 def gram_stable_rank_limit(T, k) -> float:
     """T m_2 / x_edge^2 = T k^(2k) / (k + 1)^(2k + 1): the Gram stable rank sum s_i^4 / s_1^4 of a
-    T x T product of k independent Ginibre-like factors, to leading order in T (9.88 for T = 150, k = 2)."""
+    T x T product of k independent Ginibre-like factors, to leading order in T (9.88 for T = 150, k = 2).
+
+    The value is about T / (e^2 (k + 1)) for large k; a finite product's is always >= 1 and sits above
+    the limit by a margin that grows with k / T (+11 % at k = 4, +20 % at k = 6 for T = 150, chapter
+    "Depth with the fix").  Below 2 (T below about 15 (k + 1)) the top singular value is a finite-T
+    extreme, not the law's edge: a UserWarning says the formula is outside its regime.
+    """
     T, k = _validate.integer("T", T, minimum=2), _order(k)
-    return T * fuss_catalan_moment(k, 2) / fuss_catalan_edge(k) ** 2
+    value = T * fuss_catalan_moment(k, 2) / fuss_catalan_edge(k) ** 2
+    if value < 2:
+        _validate.regime(f"gram_stable_rank_limit(T={T}, k={k}) = {value:.3g} < 2: with this many factors for "
+                         "T tokens the top singular value is a finite-T extreme, not the edge of the "
+                         "Fuss-Catalan law (the leading-order formula needs T >> k)")
+    return value
 
 
 @_validate.finite_result

@@ -19,7 +19,18 @@ def test_known_values():
     assert [fp.fuss_catalan_moment(1, j) for j in range(5)] == [1, 1, 2, 5, 14]  # Catalan numbers
     assert fp.fuss_catalan_moment(2, 3) == 12 and fp.fuss_catalan_edge(1) == 4 and fp.fuss_catalan_edge(2) == 6.75
     assert [round(theory.centred_depth_gram_stable_rank(150, L), 2) for L in (1, 2, 3)] == [9.88, 5.03, 3.37]
-    assert fp.gram_stable_rank_limit(8, 1) == 1.0
+    with pytest.warns(UserWarning, match="finite-T extreme"):
+        assert fp.gram_stable_rank_limit(8, 1) == 1.0
+
+
+def test_limit_warns_outside_its_regime_only():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fp.gram_stable_rank_limit(150, 6)  # 3.37: the chapter's deepest setting, no warning
+    with pytest.warns(UserWarning, match="needs T >> k"):
+        theory.centred_depth_gram_stable_rank(16, 4)  # k = 8 factors for 16 tokens (the training chapter)
 
 
 def test_gaussian_product_matches_limit():
