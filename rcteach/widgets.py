@@ -2,7 +2,8 @@
 :mod:`rcteach.explorers`.
 
 An explorer (``spectrum_explorer(**defaults)`` ...) is an :class:`Explorer`, an ``ipywidgets.VBox``
-of controls, a status line and an ``Output`` holding the figure as a PNG.  Every control update
+of controls, a status line and an ``Output`` holding the figure as a PNG, drawn at twice
+:data:`rcteach.explorers.DPI` and shown at its size (sharp on HiDPI screens).  Every control update
 recomputes and redraws.  Sliders update on release (``continuous_update=False``), not on every
 drag step, and the status line says "computing ..." while an update runs and how long the last one
 took.
@@ -146,12 +147,14 @@ class Explorer(ipywidgets.VBox):
             if data is None:
                 with _torch_threads(self.threads):
                     data = self.compute(**self.kwargs())
-            image = ex.png(self.draw(data))
+            fig = self.draw(data)
+            width = round(fig.get_figwidth() * ex.DPI)  # CSS pixels: drawn at twice that for HiDPI screens
+            image = ex.png(fig, dpi=2 * ex.DPI)
         except (ValueError, TypeError) as err:
             self.status.value = f"<span style='color:#b00'>⚠ {type(err).__name__}: {html.escape(str(err))}</span>"
             return
         self.data = data
-        self.output.outputs = ({"output_type": "display_data", "metadata": {},
+        self.output.outputs = ({"output_type": "display_data", "metadata": {"image/png": {"width": width}},
                                 "data": {"image/png": image, "text/plain": f"<{self.title}: figure>"}},)
         self.elapsed = time.perf_counter() - start
         self.updates += 1

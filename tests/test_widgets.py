@@ -26,6 +26,18 @@ def png_of(explorer):
     return out["data"]["image/png"]
 
 
+def test_live_figure_is_drawn_at_twice_its_display_width():
+    import io
+
+    from PIL import Image
+
+    e = w.width_explorer(**SMALL["width"])
+    (out,) = e.output.outputs
+    shown = out["metadata"]["image/png"]["width"]
+    pixels = Image.open(io.BytesIO(base64.b64decode(png_of(e)))).size[0]
+    assert shown > 200 and abs(pixels - 2 * shown) <= 2, (shown, pixels)
+
+
 @pytest.mark.parametrize("name, control, value", [
     ("spectrum", "T", 48), ("spectrum", "centred", True), ("spectrum", "attention", "qk"),
     ("width", "gamma", 0.25), ("width", "gram", True),
