@@ -89,6 +89,30 @@ def _built(built_book):
 
 
 @pytest.mark.book
+def test_only_the_state_of_shown_widgets_is_kept():
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    try:
+        from offline_html import shown_widget_state
+    finally:
+        sys.path.pop(0)
+    state = {"a1": {"state": {"children": ["IPY_MODEL_b2"]}}, "b2": {"state": {}}, "c3": {"state": {}}}
+    view = '<script type="application/vnd.jupyter.widget-view+json">{"model_id": "a1"}</script>'
+    assert shown_widget_state(state, "<p>" + view + "</p>") == {"a1": state["a1"], "b2": state["b2"]}
+    assert shown_widget_state(state, "<p>no widget shown</p>") == {}
+
+
+@pytest.mark.book
+def test_pages_carry_no_state_of_widgets_they_do_not_show(built_book):
+    """The explorer chapters create ipywidgets explorers but show their precomputed views: no saved
+    widget state (66-136 kB before) and no widget embedder on a page without widget views."""
+    html = _built(built_book)
+    for name in toc_files():
+        text = (html / f"{name}.html").read_text(encoding="utf-8")
+        if "application/vnd.jupyter.widget-view+json" not in text:
+            assert "application/vnd.jupyter.widget-state+json" not in text, name
+            assert "embed-amd.js" not in text, name
+
+
 def test_pages_load_nothing_from_the_network(built_book):
     """Every <script src> and <link href> of every page is a file of the book itself."""
     html = _built(built_book)
