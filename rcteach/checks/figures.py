@@ -8,7 +8,8 @@ import math
 
 import torch
 
-from .. import theory
+from .. import _deprecation, theory
+from ..attention import noniso_attention as _noniso_attention
 from ..attention import qk_attention, random_attention
 from ..depth import propagate, weight_gradients
 from ..free_probability import correlated_bulk_radius, gram_stable_rank_limit
@@ -17,8 +18,14 @@ from ..metrics import decay_rate, squared_singular_values, stable_rank_from_squa
 from ..norms import normalise
 from ..theory import LN2
 from ..tokens import gaussian_tokens, orthonormal_tokens
+from ..tokens import near_consensus as _near_consensus
 from ..wu_table import logit_s2
 from .registry import Comparison, register
+
+# the simulation helpers of chapters 15 and 16 moved to the package (imported above under private names, so
+# that the old names reach __getattr__ and warn)
+__getattr__ = _deprecation.moved_attributes(__name__, {"noniso_attention": "rcteach.attention:noniso_attention",
+                                                       "near_consensus": "rcteach.tokens:near_consensus"})
 
 
 @register(
@@ -185,15 +192,6 @@ def gradient_growth_t(*, T1, T2, seeds, centred=False, s2=LN2, seed=740, device=
     return Comparison(prediction=prediction, measured=measured, tolerance=0.1)
 
 
-def noniso_attention(T, d, s2, *, seeds, seed, device=None):
-    """Query-key attention (seeds, T, T) on Gaussian tokens with unit-norm rows (rebuttal Fig. IX): X = RMS-normalised
-    ``gaussian_tokens``, W_Q, W_K (d, d) with i.i.d. N(0, sqrt(s2)) entries, so every logit has variance s2."""
-    X = normalise(gaussian_tokens(T, d, batch=seeds, seed=seed, device=device, dtype=torch.float64), "rms")
-    g = torch.Generator(device=X.device).manual_seed(seed + 1)
-    W_Q, W_K = (s2**0.25 * torch.randn(2, seeds, d, d, generator=g, device=X.device, dtype=X.dtype)).unbind(0)
-    return qk_attention(X, W_Q, W_K)
-
-
 @register(
     "noniso-bulk-radius",
     claim=("Query-key attention on Gaussian tokens with unit-norm rows (X X^T != I), gamma = d/T: the outlier stays "
@@ -215,7 +213,8 @@ def noniso_attention(T, d, s2, *, seeds, seed, device=None):
 )
 def noniso_bulk_radius(*, T, gamma, seeds, s2=LN2, seed=750, device=None) -> Comparison:
     d = round(gamma * T)
-    moduli = torch.linalg.eigvals(noniso_attention(T, d, s2, seeds=seeds, seed=seed, device=device)).abs()
+    A = _noniso_attention(T, d, s2, seeds=seeds, seed=seed, device=device, dtype=torch.float64)
+    moduli = torch.linalg.eigvals(A).abs()
     moduli = moduli.sort(-1, descending=True).values.cpu()  # moduli[..., 0] is the outlier 1
     return Comparison(prediction=theory.noniso_bulk_radius(T, d, s2), measured=moduli[:, 1].mean().item(),
                       tolerance=0.05, relative=True)
@@ -287,14 +286,6 @@ def deep_layer_gap(*, T, layer, seeds, s2=LN2, seed=760, device=None) -> Compari
                       tolerance=0.2, relative=True)
 
 
-def near_consensus(T, d, eps, *, seeds, seed, device=None):
-    """Tokens v + eps * delta_i, RMS-normalised (seeds, T, d): one unit direction v per network, Gaussian delta."""
-    g = torch.Generator(device=device or "cpu").manual_seed(seed)
-    v = torch.randn(seeds, 1, d, generator=g, device=device, dtype=torch.float64)
-    delta = torch.randn(seeds, T, d, generator=g, device=device, dtype=torch.float64) / math.sqrt(d)
-    return normalise(v / v.norm(dim=-1, keepdim=True) + eps * delta, "rms")
-
-
 @register(
     "dong-cubic-collapse",
     claim=("Query-key attention near consensus (RMS norm, orthogonal values): mu(X_1) ~ K mu(X_0)^3, so pure attention "
@@ -315,8 +306,8 @@ def near_consensus(T, d, eps, *, seeds, seed, device=None):
 def dong_cubic_collapse(*, T, d, seeds, s2=1.0, seed=770, device=None) -> Comparison:
     mu = {}
     for eps in (1e-2, 1e-3):
-        run = propagate(near_consensus(T, d, eps, seeds=seeds, seed=seed, device=device), 1, attention="qk", s2=s2,
-                        norm="rms", values="orthogonal", seed=seed + 1)
+        X0 = _near_consensus(T, d, eps, seeds=seeds, seed=seed, device=device, dtype=torch.float64)
+        run = propagate(X0, 1, attention="qk", s2=s2, norm="rms", values="orthogonal", seed=seed + 1)
         mu[eps] = run.mu.cpu()  # (2, seeds)
     slope = (mu[1e-2][1] / mu[1e-3][1]).log() / (mu[1e-2][0] / mu[1e-3][0]).log()
     return Comparison(prediction=3.0, measured=slope.mean().item(), tolerance=0.01)
