@@ -467,6 +467,7 @@ THEORY = [
     (theory.first_value_gradient_rms, dict(T=4, d=4, s2=1.0), dict(s2=BAD_S2)),  # s2 checked without centring too
     (theory.noniso_bulk_radius, dict(T=8, d=8, s2=1.0), dict(T=INT_T, d=bad_int(minimum=1), s2=BAD_S2)),
     (theory.gaussian_value_lyapunov, dict(d=4), dict(d=bad_int(minimum=2))),
+    (theory.sphere_consensus_rate, dict(h=0.1), dict(h=bad_real(positive=True))),
     (theory.gaussian_value_rate, dict(mask=rc.make_mask("causal", T), d=4),
      dict(mask=bad_mask(T, sized=False), d=bad_int(minimum=2))),
 ]

@@ -311,3 +311,53 @@ def dong_cubic_collapse(*, T, d, seeds, s2=1.0, seed=770, device=None) -> Compar
         mu[eps] = run.mu.cpu()  # (2, seeds)
     slope = (mu[1e-2][1] / mu[1e-3][1]).log() / (mu[1e-2][0] / mu[1e-3][0]).log()
     return Comparison(prediction=3.0, measured=slope.mean().item(), tolerance=0.01)
+
+
+def _window_rate(rel, lo, hi):
+    """Per-layer decay rate -(log mu_b - log mu_a) / (b - a) of each column of ``rel`` (layers, seeds), a the
+    first layer with mu <= hi, b the last with mu >= lo (NaN where the window is not reached)."""
+    rates = []
+    for m in rel.unbind(-1):
+        inside = ((m <= hi) & (m >= lo)).nonzero().flatten().tolist()
+        a, b = (inside[0], inside[-1]) if len(inside) > 1 else (0, 0)
+        rates.append((m[a] / m[b]).log().item() / (b - a) if b > a else math.nan)
+    return torch.tensor(rates, dtype=torch.float64)
+
+
+def _sphere_flow(X0, depth, beta, h):
+    """Relative mu (depth + 1, seeds) of Geshkovski et al.'s attention flow as residual layers
+    x_i <- N(x_i + h sum_j A_ij x_j), A = softmax(beta <x_i, x_j>), W_Q = W_K = I, identity values, RMS norm."""
+    d = X0.shape[-1]
+    I = torch.eye(d, device=X0.device, dtype=X0.dtype)
+    # propagate divides the logits by sqrt(d_qk): pass beta sqrt(d) for logits beta <x_i, x_j>
+    return propagate(X0, depth, attention="qk", W_Q=I, W_K=I, beta=beta * math.sqrt(d), values="identity", skip=h,
+                     norm="rms").relative_mu.cpu()
+
+
+@register(
+    "geshkovski-consensus-rate",
+    claim=("Attention flow on the sphere (Geshkovski et al.) as residual layers x_i <- N(x_i + h sum_j A_ij x_j), "
+           "W_Q = W_K = I, identity values, RMS norm: once the tokens form one cluster, mu decays at ln(1 + h) per "
+           "layer whatever beta, T and d (attention is uniform to O(beta mu^2) and the normalisation divides the "
+           "deviations by 1 + h)"),
+    source="derived",
+    tolerance_note=(
+        "relative 1e-6 on the worst over seeds of the per-layer rate fitted where mu / ||X||_F runs from 1e-5 down "
+        "to 1e-10, from Gaussian tokens: the corrections are O(mu^2) relative (measured -1.05 mu^2 at beta = 1, "
+        "-5.4 mu^2 at beta = 4, d = 16, -14 mu^2 at beta = 8, d = 256), <= 2e-9 in the window; float64 round-off "
+        "of mu at 1e-10 (~1e-6 relative) over Delta log mu = 11.5 leaves ~1e-7. Measured errors 1e-10 to 4e-8 "
+        "(beta = 1-8, d = 2-256, 4 seeds each)"),
+    quick=dict(T=32, d=16, beta=4.0, h=0.25, depth=200, seeds=4),
+    full=dict(T=64, d=256, beta=8.0, h=0.1, depth=800, seeds=8),
+    mutants={
+        "continuous-time rate h": lambda p, s: s["h"],
+        "rate beta h (temperature-dependent)": lambda p, s: s["beta"] * s["h"],
+        "rate 2 ln(1 + h) (mu squared)": lambda p, s: 2 * p,
+    },
+)
+def geshkovski_consensus_rate(*, T, d, beta, h, depth, seeds, seed=790, device=None) -> Comparison:
+    X0 = normalise(gaussian_tokens(T, d, batch=seeds, seed=seed, device=device, dtype=torch.float64), "rms")
+    rates = _window_rate(_sphere_flow(X0, depth, beta, h), 1e-10, 1e-5)
+    prediction = theory.sphere_consensus_rate(h)
+    worst = rates[(rates - prediction).abs().nan_to_num(math.inf).argmax()].item()
+    return Comparison(prediction=prediction, measured=worst, tolerance=1e-6, relative=True)
