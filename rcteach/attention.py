@@ -32,10 +32,12 @@ import types
 import torch
 
 from . import _deprecation, _validate
-from .device import resolve
+from .device import make_generator, resolve
 from .logits import qk_logits, random_logits
 from .masks import check_mask
+from .norms import normalise_unchecked
 from .theory import ACTIVATIONS, LN2
+from .tokens import gaussian_tokens
 
 __all__ = [
     "attention_map",
@@ -43,6 +45,7 @@ __all__ = [
     "uniform_attention",
     "random_attention",
     "qk_attention",
+    "noniso_attention",
     "ATTENTIONS",
 ]
 
@@ -155,6 +158,27 @@ def qk_attention(X, W_Q, W_K, *, mask=None, beta=1.0, activation="softmax", bias
     """
     logits = qk_logits(X, W_Q, W_K, beta=beta)  # (*batch, T, T)
     return attention_map(logits, mask, activation=activation, bias=bias, centred=centred)
+
+
+def noniso_attention(T, d, s2=LN2, *, seeds=1, seed=None, device=None, dtype=None) -> torch.Tensor:
+    """Query-key attention (seeds, T, T) on Gaussian tokens with unit-norm rows (the rebuttal's Fig. IX).
+
+    X = RMS-normalised :func:`rcteach.gaussian_tokens` (T, d), so X X^T != I (any gamma = d/T, also
+    d < T); W_Q, W_K (d, d) with i.i.d. N(0, sqrt(s2)) entries, so every logit
+    x_i^T W_Q W_K^T x_j / sqrt(d) has variance s2.  Tokens are drawn from ``seed``, the weights from
+    ``seed + 1`` (both from one fresh generator when ``seed`` is None).
+    Introduced in chapter "Correlated tokens: non-isometric inputs and deeper layers"
+    (book/15_non_isometric_inputs.md).
+    """
+    s2 = _validate.real("s2", s2, minimum=0.0)
+    seeds = _validate.integer("seeds", seeds, minimum=1)
+    device, dtype = resolve(device, dtype)
+    gen = make_generator(seed, None, device)
+    X = normalise_unchecked(gaussian_tokens(T, d, batch=seeds, generator=gen, device=device, dtype=dtype), "rms")
+    if seed is not None:
+        gen = make_generator((seed + 1) % 2**64, None, device)
+    W_Q, W_K = (s2**0.25 * torch.randn(2, seeds, d, d, generator=gen, device=device, dtype=dtype)).unbind(0)
+    return qk_attention(X, W_Q, W_K)
 
 
 class _CallableModule(types.ModuleType):

@@ -5,12 +5,15 @@ Introduced in chapter "Rank collapse in attention" (book/intro.md).
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from . import _validate
 from .device import make_generator, resolve
+from .norms import normalise_unchecked
 
-__all__ = ["orthonormal_tokens", "gaussian_tokens"]
+__all__ = ["orthonormal_tokens", "gaussian_tokens", "near_consensus"]
 
 
 def orthonormal_tokens(T, d, *, batch=(), seed=None, generator=None, device=None, dtype=None) -> torch.Tensor:
@@ -66,3 +69,22 @@ def gaussian_tokens(T, d, *, std=1.0, rho=0.0, batch=(), seed=None, generator=No
         c = torch.randn(*batch, 1, d, generator=gen, device=device, dtype=dtype)
         X = (1.0 - rho) ** 0.5 * X + rho**0.5 * c
     return std * X
+
+
+def near_consensus(T, d, eps, *, seeds=1, seed=None, generator=None, device=None, dtype=None) -> torch.Tensor:
+    """Unit tokens at distance ~eps from consensus, shape (seeds, T, d): x_i = (v + eps delta_i) / ||v + eps delta_i||.
+
+    v is one uniformly random unit direction per network (shared by its T tokens), delta_i i.i.d.
+    N(0, I_d / d), so ||delta_i|| ~ 1 and mu(X) / ||X||_F ~ eps for small eps.  Starts a run at a chosen
+    distance from consensus.  Use float64 (the CPU default): the deviations are small.
+    Introduced in chapter "Wider reading" (book/16_wider_reading.md).
+    """
+    T = _validate.integer("T", T, minimum=2)
+    d = _validate.integer("d", d, minimum=1)
+    eps = _validate.real("eps", eps, minimum=0.0)
+    seeds = _validate.integer("seeds", seeds, minimum=1)
+    device, dtype = resolve(device, dtype)
+    gen = make_generator(seed, generator, device)
+    v = torch.randn(seeds, 1, d, generator=gen, device=device, dtype=dtype)
+    delta = torch.randn(seeds, T, d, generator=gen, device=device, dtype=dtype) / math.sqrt(d)
+    return normalise_unchecked(v / v.norm(dim=-1, keepdim=True) + eps * delta, "rms")

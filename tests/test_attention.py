@@ -17,6 +17,7 @@ from rcteach import (
     spectrum_distance,
     uniform_attention,
 )
+from rcteach.attention import noniso_attention
 
 T = 6
 
@@ -404,3 +405,15 @@ def test_cuda_attention_matches_cpu():
     assert U.device.type == "cuda" and torch.allclose(U.cpu().double(), uniform_attention(16, mask), atol=1e-7)
     g = logits(2, 16, 16)
     assert torch.allclose(centre(g.cuda(), mask.cuda()).cpu(), centre(g, mask), atol=1e-12)
+
+
+def test_noniso_attention_rows_and_logit_variance():
+    """Rows sum to 1; the logits log A_ij (up to a row constant) spread over j with variance ~ s2."""
+    s2 = 0.5
+    A = noniso_attention(128, 128, s2, seeds=2, seed=3)
+    assert A.shape == (2, 128, 128) and A.dtype == torch.float64
+    assert torch.allclose(A.sum(-1), torch.ones(2, 128, dtype=torch.float64))
+    assert A.log().var(-1).mean().item() == pytest.approx(s2, rel=0.1)
+    assert torch.equal(A, noniso_attention(128, 128, s2, seeds=2, seed=3))
+    assert noniso_attention(6, 3, seeds=1, seed=0).shape == (1, 6, 6)  # d < T allowed
+

@@ -31,7 +31,9 @@ from rcteach import equilibria, explorers, free_probability, grid, matfree, norm
 from rcteach._validate import LOG_FLOAT_MAX
 from rcteach.device import DEVICE_ENV
 from rcteach.layers import LayerConfig, LayerWeights
+from rcteach.attention import noniso_attention
 from rcteach.logits import leading_term, qk_logits, random_qk_logits, random_logits
+from rcteach.tokens import near_consensus
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -213,6 +215,9 @@ CASES = [
     Case("gaussian_tokens", rc.gaussian_tokens, lambda: dict(T=3, d=4),
          dict(T=bad_int(minimum=2), d=bad_int(minimum=1), std=bad_real(minimum=0.0),
               rho=bad_real(minimum=0.0, maximum=1.0), batch=BAD_BATCH, **RANDOM)),
+    Case("near_consensus", near_consensus, lambda: dict(T=3, d=4, eps=0.1),
+         dict(T=bad_int(minimum=2), d=bad_int(minimum=1), eps=bad_real(minimum=0.0), seeds=bad_int(minimum=1),
+              generator=BAD_GENERATOR, **RANDOM)),
     Case("random_logits", random_logits, lambda: dict(T=3, s2=0.5),
          dict(T=bad_int(minimum=2), s2=S2_REAL, m=bad_real(), batch=BAD_BATCH, **RANDOM)),
     Case("random_qk_logits", random_qk_logits, lambda: dict(T=3, d=4, d_qk=2),
@@ -241,6 +246,8 @@ CASES = [
     Case("qk_attention", rc.qk_attention, lambda: dict(X=X_(), W_Q=W_(), W_K=W_()),
          dict(X=bad_matrix(T, D), W_Q=bad_matrix(D, K, extra=[W_(rows=D + 1)]), W_K=bad_matrix(D, K),
               mask=bad_mask(T), beta=bad_real(), activation=choices(theory.ACTIVATIONS), centred=BAD_FLAG)),
+    Case("noniso_attention", noniso_attention, lambda: dict(T=3, d=2, s2=0.5),
+         dict(T=bad_int(minimum=2), d=bad_int(minimum=1), s2=S2_REAL, seeds=bad_int(minimum=1), **RANDOM)),
     Case("random_differential_attention", rc.random_differential_attention, lambda: dict(T=T, lam=0.5),
          dict(T=bad_int(minimum=2), lam=bad_real(), s2=S2_REAL, batch=BAD_BATCH, **RANDOM)),
     # masks
@@ -460,6 +467,7 @@ THEORY = [
     (theory.first_value_gradient_rms, dict(T=4, d=4, s2=1.0), dict(s2=BAD_S2)),  # s2 checked without centring too
     (theory.noniso_bulk_radius, dict(T=8, d=8, s2=1.0), dict(T=INT_T, d=bad_int(minimum=1), s2=BAD_S2)),
     (theory.gaussian_value_lyapunov, dict(d=4), dict(d=bad_int(minimum=2))),
+    (theory.sphere_consensus_rate, dict(h=0.1), dict(h=bad_real(positive=True))),
     (theory.gaussian_value_rate, dict(mask=rc.make_mask("causal", T), d=4),
      dict(mask=bad_mask(T, sized=False), d=bad_int(minimum=2))),
 ]

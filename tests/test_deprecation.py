@@ -79,6 +79,17 @@ def test_consensus_rate_moved_to_masks():
         assert theory.consensus_rate(mask) == rcteach.consensus_rate(mask) == 0.5
 
 
+def test_chapter_helpers_moved_out_of_the_checks():
+    from rcteach import attention, tokens
+    from rcteach.checks import figures
+
+    with pytest.deprecated_call(match="rcteach.tokens.near_consensus"):
+        assert figures.near_consensus is tokens.near_consensus
+    with pytest.deprecated_call(match="rcteach.attention.noniso_attention"):
+        from rcteach.checks.figures import noniso_attention
+    assert noniso_attention is attention.noniso_attention
+
+
 @pytest.mark.parametrize("old, new", [("rcteach.sweep", "rcteach.tools.sweep"), ("rcteach.grading", "rcteach.tools.grading"),
                                       ("rcteach.layernorm", "rcteach.wu_table")])
 def test_moved_modules_import_as_the_new_module_with_a_warning(old, new):

@@ -112,3 +112,18 @@ def test_noniso_width_slope_simulation():
     sr = noniso_width_ranks(T, round(T / gamma), rcteach.LN2, seeds=16, seed=3) / T
     assert sr.median().item() == pytest.approx(theory.noniso_width_slope(gamma), rel=0.06)
     assert abs(sr.median().item() / theory.centred_width_slope(gamma) - 1) > 0.15
+
+
+def test_sphere_consensus_rate_is_the_two_token_contraction():
+    """Two tokens at angles +-theta on the circle: one residual RMS layer maps theta to theta / (1 + h) + O(theta^3),
+    whatever beta (the beta-dependence is in the cubic term)."""
+    import torch
+
+    theta, h = 1e-5, 0.3
+    X = torch.tensor([[math.cos(theta), math.sin(theta)], [math.cos(theta), -math.sin(theta)]], dtype=torch.float64)
+    eye = torch.eye(2, dtype=torch.float64)
+    for beta in (0.5, 3.0, 30.0):
+        run = rcteach.propagate(X, 1, attention="qk", W_Q=eye, W_K=eye, beta=beta * math.sqrt(2), values="identity",
+                                skip=h, norm="rms", keep_states=True)
+        new = math.atan2(run.states[1, 0, 1].item(), run.states[1, 0, 0].item())
+        assert math.log(theta / new) == pytest.approx(theory.sphere_consensus_rate(h), rel=1e-7)

@@ -5,7 +5,8 @@ import math
 import pytest
 import torch
 
-from rcteach import gaussian_tokens, orthonormal_tokens
+from rcteach import gaussian_tokens, mu, orthonormal_tokens
+from rcteach.tokens import near_consensus
 
 FUNCS = [orthonormal_tokens, gaussian_tokens]
 
@@ -183,3 +184,24 @@ def test_rho_is_the_pairwise_correlation():
 def test_rho_errors(rho, error):
     with pytest.raises(error, match="rho"):
         gaussian_tokens(3, 4, rho=rho)
+
+
+# -- near_consensus ---------------------------------------------------------------------------------
+
+def test_near_consensus_is_one_unit_cluster_of_width_eps():
+    T, d, eps = 64, 32, 1e-3
+    X = near_consensus(T, d, eps, seeds=3, seed=0)
+    assert X.shape == (3, T, d) and X.dtype == torch.float64
+    assert torch.allclose(X.norm(dim=-1), torch.ones(3, T, dtype=torch.float64))
+    # mu^2 / T ~ eps^2 E|tangent part of delta_i - mean|^2 = eps^2 (1 - 1/T)(1 - 1/d)
+    relative = mu(X) / math.sqrt(T)
+    expected = eps * math.sqrt((1 - 1 / T) * (1 - 1 / d))
+    assert torch.allclose(relative, torch.full((3,), expected, dtype=torch.float64), rtol=0.1)
+    assert torch.equal(X, near_consensus(T, d, eps, seeds=3, seed=0))
+    assert not torch.equal(X, near_consensus(T, d, eps, seeds=3, seed=1))
+
+
+def test_near_consensus_at_eps_zero_is_consensus():
+    X = near_consensus(5, 4, 0.0, seeds=2, seed=0)
+    assert torch.allclose(X, X[:, :1].expand_as(X))
+

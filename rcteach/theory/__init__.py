@@ -11,7 +11,8 @@ fixed s2; finite-T corrections are O(sqrt(c/T)) relative.
 * :mod:`~rcteach.theory.depth`: per-layer factors of mu^2 and of the norm (chapters 5-6);
 * :mod:`~rcteach.theory.maps`: ReLU and sigmoid attention (chapter 7);
 * :mod:`~rcteach.theory.masks`: consensus rates of masks in closed form (chapter 9);
-* :mod:`~rcteach.theory.layernorm`: the zero front of causal attention with dropout (chapter 10).
+* :mod:`~rcteach.theory.layernorm`: the zero front of causal attention with dropout (chapter 10), rates
+  of normalised layers near consensus (chapters 14, 16).
 """
 
 from __future__ import annotations

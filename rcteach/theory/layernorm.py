@@ -9,7 +9,13 @@ import math
 
 from .. import _validate
 
-__all__ = ["dropout_front", "dropout_front_mu", "gaussian_value_lyapunov", "gaussian_value_rate"]
+__all__ = [
+    "dropout_front",
+    "dropout_front_mu",
+    "gaussian_value_lyapunov",
+    "gaussian_value_rate",
+    "sphere_consensus_rate",
+]
 
 
 @_validate.finite_result
@@ -92,3 +98,19 @@ def gaussian_value_rate(mask, d) -> float:
     from ..masks import consensus_rate
 
     return consensus_rate(mask) * math.exp(gaussian_value_lyapunov(d))
+
+
+def sphere_consensus_rate(h) -> float:
+    """ln(1 + h): the per-layer decay rate of mu near consensus in the attention flow on the sphere of
+    Geshkovski et al., run as residual layers x_i <- N(x_i + h sum_j A_ij x_j), A_ij = softmax_j(beta <x_i, x_j>)
+    (W_Q = W_K = I, identity values, N the RMS normalisation to unit norm).
+
+    Near consensus x_i = m + c_i with sum_i c_i = 0: <x_i, x_j> = 1 - |c_i - c_j|^2 / 2, so
+    A_ij = 1/T + O(beta c^2) (rows sum to 1) and sum_j A_ij x_j = m + O(beta c^3).  The step gives
+    (1 + h) m + c_i + O(c^3); its norm is (1 + h) |m| (1 + O(c^2)), whose i-dependent part moves tokens
+    radially, orthogonal to the c_i to first order.  So mu_{l+1} / mu_l = (1 + O(mu^2)) / (1 + h): the rate
+    ln(1 + h), whatever beta, T and d.  As h -> 0 (time t = h l) this is the flow's c' = -c, rate 1 per unit
+    time.  Derived; introduced in chapter "Wider reading" (book/16_wider_reading.md).
+    """
+    h = _validate.real("h", h, positive=True)
+    return math.log1p(h)
