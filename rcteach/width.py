@@ -28,9 +28,10 @@ from .attention import ATTENTIONS, LN2, qk_attention, random_attention
 from .device import make_generator, resolve
 from .logits import qk_weights
 from .metrics import squared_singular_values, stable_rank_from_squared
-from .tokens import orthonormal_tokens
+from .norms import normalise_unchecked
+from .tokens import gaussian_tokens, orthonormal_tokens
 
-__all__ = ["width_dims", "width_stable_ranks"]
+__all__ = ["width_dims", "width_stable_ranks", "noniso_width_ranks"]
 
 __getattr__ = _deprecation.moved_attributes(__name__, {"LOGIT_MODELS": "rcteach.attention:ATTENTIONS"})
 
@@ -105,3 +106,24 @@ def width_stable_ranks(T, gamma, s2=LN2, *, seeds=1, centred=False, gram=False, 
         raise ValueError("the layer output is zero; its stable rank is undefined")
     return stable_rank_from_squared(sq, gram=gram)
 
+
+def noniso_width_ranks(T, d, s2=LN2, *, seeds=1, seed=0, device=None) -> torch.Tensor:
+    """Frobenius stable rank sum s_i^2 / s_1^2 of A_perp X0 W_V per network, shape (seeds,), float64 on the CPU.
+
+    A_perp: i.i.d. centred attention with logit variance ``s2``; X0 (T, d): Gaussian tokens with unit-norm
+    rows, so X0 X0^T != I (any gamma = T/d, also d < T, where the rank is at most d); W_V (d, d) with
+    i.i.d. N(0, 1) entries (the stable rank is scale-free).  All drawn, in that order, from one generator
+    seeded with ``seed``.  Introduced in chapter "Correlated tokens: non-isometric inputs and deeper
+    layers" (book/15_non_isometric_inputs.md); :func:`rcteach.theory.noniso_width_slope` predicts it.
+    """
+    T = _validate.integer("T", T, minimum=2)
+    d = _validate.integer("d", d, minimum=1)
+    s2 = _validate.real("s2", s2, minimum=0.0)
+    seeds = _validate.integer("seeds", seeds, minimum=1)
+    device, _ = resolve(device)
+    g = make_generator(_validate.seed(seed), None, device)
+    f64 = torch.float64
+    A = random_attention(T, s2, batch=seeds, centred=True, generator=g, device=device, dtype=f64)
+    X = normalise_unchecked(gaussian_tokens(T, d, batch=seeds, generator=g, device=device, dtype=f64), "rms")
+    W_V = torch.randn(seeds, d, d, generator=g, device=device, dtype=f64)
+    return stable_rank_from_squared(squared_singular_values(A @ X @ W_V)).cpu()

@@ -34,6 +34,7 @@ from rcteach.layers import LayerConfig, LayerWeights
 from rcteach.attention import noniso_attention
 from rcteach.logits import leading_term, qk_logits, random_qk_logits, random_logits
 from rcteach.tokens import near_consensus
+from rcteach.width import noniso_width_ranks
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -248,6 +249,9 @@ CASES = [
               mask=bad_mask(T), beta=bad_real(), activation=choices(theory.ACTIVATIONS), centred=BAD_FLAG)),
     Case("noniso_attention", noniso_attention, lambda: dict(T=3, d=2, s2=0.5),
          dict(T=bad_int(minimum=2), d=bad_int(minimum=1), s2=S2_REAL, seeds=bad_int(minimum=1), **RANDOM)),
+    Case("noniso_width_ranks", noniso_width_ranks, lambda: dict(T=3, d=2, s2=0.5),
+         dict(T=bad_int(minimum=2), d=bad_int(minimum=1), s2=S2_REAL, seeds=bad_int(minimum=1), seed=BAD_SEED,
+              device=BAD_DEVICE)),
     Case("random_differential_attention", rc.random_differential_attention, lambda: dict(T=T, lam=0.5),
          dict(T=bad_int(minimum=2), lam=bad_real(), s2=S2_REAL, batch=BAD_BATCH, **RANDOM)),
     # masks

@@ -80,7 +80,7 @@ def test_consensus_rate_moved_to_masks():
 
 
 def test_chapter_helpers_moved_out_of_the_checks():
-    from rcteach import attention, tokens
+    from rcteach import attention, tokens, width
     from rcteach.checks import figures
 
     with pytest.deprecated_call(match="rcteach.tokens.near_consensus"):
@@ -88,6 +88,9 @@ def test_chapter_helpers_moved_out_of_the_checks():
     with pytest.deprecated_call(match="rcteach.attention.noniso_attention"):
         from rcteach.checks.figures import noniso_attention
     assert noniso_attention is attention.noniso_attention
+    with pytest.deprecated_call(match="rcteach.width.noniso_width_ranks"):
+        from rcteach.checks.figures import noniso_width_ranks
+    assert noniso_width_ranks is width.noniso_width_ranks
 
 
 @pytest.mark.parametrize("old, new", [("rcteach.sweep", "rcteach.tools.sweep"), ("rcteach.grading", "rcteach.tools.grading"),

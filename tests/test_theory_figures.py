@@ -106,7 +106,7 @@ def test_noniso_width_slope_limits_and_duality():
 
 
 def test_noniso_width_slope_simulation():
-    from rcteach.checks.figures import noniso_width_ranks
+    from rcteach.width import noniso_width_ranks
 
     T, gamma = 256, 0.5
     sr = noniso_width_ranks(T, round(T / gamma), rcteach.LN2, seeds=16, seed=3) / T

@@ -19,13 +19,15 @@ from ..norms import normalise
 from ..theory import LN2
 from ..tokens import gaussian_tokens, orthonormal_tokens
 from ..tokens import near_consensus as _near_consensus
+from ..width import noniso_width_ranks as _noniso_width_ranks
 from ..wu_table import logit_s2
 from .registry import Comparison, register
 
 # the simulation helpers of chapters 15 and 16 moved to the package (imported above under private names, so
 # that the old names reach __getattr__ and warn)
 __getattr__ = _deprecation.moved_attributes(__name__, {"noniso_attention": "rcteach.attention:noniso_attention",
-                                                       "near_consensus": "rcteach.tokens:near_consensus"})
+                                                       "near_consensus": "rcteach.tokens:near_consensus",
+                                                       "noniso_width_ranks": "rcteach.width:noniso_width_ranks"})
 
 
 @register(
@@ -220,16 +222,6 @@ def noniso_bulk_radius(*, T, gamma, seeds, s2=LN2, seed=750, device=None) -> Com
                       tolerance=0.05, relative=True)
 
 
-def noniso_width_ranks(T, d, s2, *, seeds, seed, device=None):
-    """Frobenius stable rank sum s_i^2 / s_1^2 of A_perp X0 W_V per network (seeds,): i.i.d. centred attention,
-    X0 Gaussian tokens with unit-norm rows (T, d), W_V (d, d) Gaussian; d < T allowed (the rank is then d)."""
-    g = torch.Generator(device=device or "cpu").manual_seed(seed)
-    A = random_attention(T, s2, batch=seeds, centred=True, generator=g, device=device, dtype=torch.float64)
-    X = normalise(gaussian_tokens(T, d, batch=seeds, generator=g, device=device, dtype=torch.float64), "rms")
-    W_V = torch.randn(seeds, d, d, generator=g, device=device, dtype=torch.float64)
-    return stable_rank_from_squared(squared_singular_values(A @ X @ W_V)).cpu()
-
-
 @register(
     "noniso-width-slope",
     claim=("Gaussian tokens with unit-norm rows (X0 X0^T != I), gamma = T/d (d < T allowed): the median Frobenius "
@@ -251,7 +243,7 @@ def noniso_width_ranks(T, d, s2, *, seeds, seed, device=None):
 )
 def noniso_width_slope(*, T, gamma, seeds, s2=LN2, seed=780, device=None) -> Comparison:
     d = round(T / gamma)
-    sr = noniso_width_ranks(T, d, s2, seeds=seeds, seed=seed, device=device) / T
+    sr = _noniso_width_ranks(T, d, s2, seeds=seeds, seed=seed, device=device) / T
     return Comparison(prediction=theory.noniso_width_slope(gamma), measured=sr.median().item(), tolerance=0.05,
                       relative=True)
 
