@@ -184,7 +184,8 @@ def model_gram_embeddings(*, model, T, batch, seeds, seed=0, device=None) -> Com
         "relative 15% per model seed (4 seeds, batch 4 each).  measured/predicted excess after layer 1 over 30 "
         "seeds of the quick setting (T = 128): mean 0.968, sd 0.044, range 0.877-1.073 (the attention and value "
         "weights of each seed add scatter and a ~3% loss to the embeddings' sd of 0.023).  RoBERTa's layer 1 "
-        "is not claimed: it loses 10-17% of the excess (roberta-base, T = 512, 8 seeds: 0.83-0.96)"
+        "is not claimed: it loses 4-21% of the excess (roberta-base, 8 seeds: 0.79-0.91 at T = 128, 0.83-0.96 at "
+        "T = 512)"
     ),
     mutants=_GRAM_MUTANTS,
     quick=dict(model="tinybert", T=128, batch=4, seeds=4),
