@@ -1,6 +1,8 @@
 """Rank collapse in width: the stable rank of one layer's output A X0 W_V.
 
-Introduced in chapter "Rank collapse in width" (book/04_width.md).
+Introduced in chapter "Rank collapse in width" (book/04_width.md); the Gram stable rank of a real
+model's embeddings, which have a part shared by all tokens, in "Real transformers at initialisation"
+(book/12_real_transformers.md).
 """
 
 from __future__ import annotations
