@@ -46,6 +46,7 @@ __all__ = [
     "corpus_text",
     "text_token_ids",
     "random_embeddings",
+    "shared_fraction",
     "centred_attention",
     "ModelMeasurement",
     "measure",
@@ -55,6 +56,7 @@ MODEL_NAMES = ("bert-base", "roberta-base", "tinybert", "gpt2")
 INIT_STD = 0.02  # initializer_range of all four configurations
 ATTN_IMPLEMENTATION = "rcteach_eager"
 _TOKENIZER_KIND = {"bert-base": "wordpiece", "tinybert": "wordpiece", "roberta-base": "bpe", "gpt2": "bpe"}
+_POSITION_OFFSET = {"roberta-base": 2}  # RoBERTa's positions start after its padding index 1
 _CENTRED = contextvars.ContextVar("rcteach_centred_attention", default=False)
 
 
@@ -272,6 +274,46 @@ def random_embeddings(name, T, *, batch=1, std=INIT_STD, seed=0, dtype=torch.flo
     return std * torch.randn(batch, T, d, generator=g, dtype=dtype)
 
 
+def _positions(key: str, T: int) -> torch.Tensor:
+    """The position ids of T tokens: 0..T-1, for RoBERTa 2..T+1 (what the models use by default)."""
+    offset = _POSITION_OFFSET.get(key, 0)
+    return torch.arange(offset, offset + T)
+
+
+def shared_fraction(model, T, *, std=INIT_STD) -> float:
+    """rho, the fraction of a LayerNorm-ed token's squared norm shared by all T tokens, from ``model``'s tables.
+
+    BERT and RoBERTa add to each word embedding w_i a position embedding p_i and the token-type
+    embedding t (type 0, the same for every token); LayerNorm centres over the features (subscript
+    c) and rescales.  With i.i.d. N(0, ``std``^2) word embeddings (distinct tokens,
+    :func:`random_embeddings`), E|w_c|^2 = (d - 1) std^2 and
+
+        rho = |t_c|^2 / (|t_c|^2 + (d - 1) std^2 + mean_i |p_i,c|^2),
+
+    the mean over the T positions the model uses (:func:`measure`'s; RoBERTa's start at 2).  At
+    initialisation all three tables have std 0.02, so rho ~ 1/3, but |t_c|^2 is one chi-square draw
+    (relative sd sqrt(2/d)): rho varies with the seed.  Used by
+    :func:`rcteach.theory.embedding_gram_stable_rank_excess`.  GPT-2 has no token-type embedding
+    (and no LayerNorm before its first layer): a ValueError.
+    """
+    key = getattr(model, "rcteach_name", None)
+    if key is None:
+        raise TypeError("model must come from rcteach.models.build_model")
+    if key == "gpt2":
+        raise ValueError("model: gpt2 has no token-type embedding shared by all tokens (and no embedding LayerNorm)")
+    T = _validate.integer("T", T, minimum=2)
+    if T > max_positions(key):
+        raise ValueError(f"T = {T} exceeds the {max_positions(key)} positions of {key!r}")
+    std = _validate.real("std", std, positive=True)
+    emb = model.embeddings
+    with torch.no_grad():
+        rows = torch.cat([emb.token_type_embeddings.weight[:1],
+                          emb.position_embeddings.weight[_positions(key, T)]]).to(torch.float64)  # (1 + T, d)
+    sq = (rows - rows.mean(-1, keepdim=True)).square().sum(-1)  # |t_c|^2, then |p_i,c|^2
+    shared, d = sq[0].item(), rows.shape[1]
+    return shared / (shared + (d - 1) * std**2 + sq[1:].mean().item())
+
+
 # -- measurement ---------------------------------------------------------------------------------
 
 @dataclass
@@ -368,7 +410,7 @@ def measure(model, input_ids=None, *, inputs_embeds=None, centred=False, spectra
         handles.append(attn.register_forward_hook(lambda m, i, o, l=l: probs.__setitem__(l, o[1].detach())))
     kwargs = {}
     if key == "roberta-base" and input_ids is not None:  # explicit positions: our ids may equal RoBERTa's pad id
-        kwargs["position_ids"] = torch.arange(2, T + 2).expand_as(input_ids)
+        kwargs["position_ids"] = _positions(key, T).expand_as(input_ids)
     try:
         with torch.no_grad(), centred_attention(centred):
             if input_ids is not None:

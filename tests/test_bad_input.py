@@ -12,6 +12,7 @@ Examples per test are few (``FAST``): the suite is a sweep over functions and ar
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import re
@@ -183,6 +184,12 @@ def entered(context):
         with context(**kwargs):
             pass
     return call
+
+
+@functools.lru_cache(maxsize=None)
+def tiny_model():
+    """A one-layer TinyBERT-sized model, built once."""
+    return models.build_model("tinybert", num_hidden_layers=1, vocab_size=100)
 
 
 RANDOM = dict(seed=BAD_SEED, device=BAD_DEVICE, dtype=BAD_DTYPE)  # the random functions' shared arguments
@@ -363,6 +370,9 @@ CASES = [
          dict(name=choices(models.MODEL_NAMES), T=bad_int(minimum=2), batch=bad_int(minimum=1), std=bad_real(positive=True),
               seed=BAD_SEED)),
     Case("max_positions", models.max_positions, lambda: dict(name="gpt2"), dict(name=choices(models.MODEL_NAMES))),
+    Case("shared_fraction", models.shared_fraction, lambda: dict(model=tiny_model(), T=4),
+         dict(model=st.sampled_from([None, "tinybert", torch.nn.Linear(2, 2)]), T=st.one_of(bad_int(minimum=2), st.just(513)),
+              std=bad_real(positive=True))),
     # the 128-layer table of Wu et al. (tiny)
     Case("rho_from_mu0", wu_table.rho_from_mu0, lambda: dict(mu0=2.0, T=4, d=4),
          dict(mu0=st.one_of(bad_real(positive=True), st.just(100.0)), T=bad_int(minimum=2), d=bad_int(minimum=1))),
@@ -470,6 +480,8 @@ THEORY = [
      dict(T=INT_T, d=st.one_of(bad_int(minimum=1), st.just(3)), s2=BAD_S2, value_var=bad_real(positive=True), centred=BAD_FLAG)),
     (theory.first_value_gradient_rms, dict(T=4, d=4, s2=1.0), dict(s2=BAD_S2)),  # s2 checked without centring too
     (theory.noniso_bulk_radius, dict(T=8, d=8, s2=1.0), dict(T=INT_T, d=bad_int(minimum=1), s2=BAD_S2)),
+    (theory.embedding_gram_stable_rank_excess, dict(T=64, d=8, shared_fraction=1 / 3),
+     dict(T=INT_T, d=bad_int(minimum=1), shared_fraction=bad_real(minimum=0.0, maximum=1.0))),
     (theory.gaussian_value_lyapunov, dict(d=4), dict(d=bad_int(minimum=2))),
     (theory.sphere_consensus_rate, dict(h=0.1), dict(h=bad_real(positive=True))),
     (theory.gaussian_value_rate, dict(mask=rc.make_mask("causal", T), d=4),
@@ -595,6 +607,8 @@ def test_theory_warns_outside_its_regime():
         theory.bulk_radius(4, 5.0)
     with pytest.warns(UserWarning, match="c\\(1 \\+ 2c\\) << T"):
         assert theory.frobenius_sq_next_order(4, 2.0) <= 0  # the expansion broke down: said, not hidden
+    with pytest.warns(UserWarning, match="spike"):
+        theory.embedding_gram_stable_rank_excess(64, 64, 0.0)  # no shared part: s_1 is the bulk's edge
     with pytest.raises(ValueError, match="s2 must be <= 709"):
         theory.c(710.0)
 

@@ -142,3 +142,41 @@ def test_errors(tiny):
         models.text_token_ids("gpt2", 1)
     with pytest.raises(ValueError, match="corpus has"):
         models.text_token_ids("gpt2", 512, batch=10**5)
+
+
+def test_shared_fraction_is_the_mean_token(tiny):
+    """rho from the tables against the LayerNorm-ed embeddings themselves: their mean token has
+    |xbar|^2 / mean |x_i|^2 = rho + (1 - rho)/T (the shared part plus the bulk's mean).  The LayerNorm
+    rescaling and cross terms scatter it: model seeds 0-2 with input seeds 5, 6 gave -0.8..+2.0% at
+    T = 64, d = 312; 5% would still catch rho without the positions (~1/2) or with |t|^2 doubled."""
+    T = 64
+    rho = models.shared_fraction(tiny, T)
+    assert 0.25 < rho < 0.42  # ~1/3: three tables of std 0.02; |t_c|^2 is one chi-square draw
+    x = []
+    hook = tiny.embeddings.register_forward_hook(lambda m, i, o: x.append(o.detach()))
+    with torch.no_grad():
+        tiny(inputs_embeds=models.random_embeddings("tinybert", T, batch=8, seed=5))
+    hook.remove()
+    X = x[0]  # (8, T, d)
+    measured = (X.mean(1).square().sum(-1) / X.square().sum(-1).mean(-1)).mean().item()
+    assert measured == pytest.approx(rho + (1 - rho) / T, rel=0.05)
+
+
+def test_shared_fraction_uses_the_models_positions():
+    net = models.build_model("roberta-base", seed=0, num_hidden_layers=1, vocab_size=1000)
+    rho = models.shared_fraction(net, 16)
+    weight = net.embeddings.position_embeddings.weight
+    with torch.no_grad():
+        weight[:2] = 0.0  # RoBERTa's positions start at 2: rows 0 and 1 are unused
+        assert models.shared_fraction(net, 16) == rho
+        weight[2:18] *= 2.0
+        assert models.shared_fraction(net, 16) < 0.8 * rho
+    with pytest.raises(ValueError, match="T = 513"):
+        models.shared_fraction(net, 513)
+
+
+def test_shared_fraction_errors(gpt2):
+    with pytest.raises(ValueError, match="model: gpt2"):
+        models.shared_fraction(gpt2, 16)
+    with pytest.raises(TypeError, match="build_model"):
+        models.shared_fraction(torch.nn.Linear(2, 2), 16)

@@ -7,7 +7,8 @@ coefficient of variation of e^g.  "Leading order" means the first term of the ex
 fixed s2; finite-T corrections are O(sqrt(c/T)) relative.
 
 * :mod:`~rcteach.theory.spectra`: entries, norms, outlier and bulk of softmax attention (chapters 1-3, 12);
-* :mod:`~rcteach.theory.width`: the stable rank of one layer's output (chapter 4);
+* :mod:`~rcteach.theory.width`: the stable rank of one layer's output (chapters 4, 15) and of real models'
+  embeddings (chapter 12);
 * :mod:`~rcteach.theory.depth`: per-layer factors of mu^2 and of the norm (chapters 5-6);
 * :mod:`~rcteach.theory.maps`: ReLU and sigmoid attention (chapter 7);
 * :mod:`~rcteach.theory.masks`: consensus rates of masks in closed form (chapter 9);
