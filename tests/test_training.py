@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from rcteach.training import train_copy
+from rcteach.training import consensus_gradients, train_copy
 
 
 def test_records_and_reproducible():
@@ -26,3 +26,42 @@ def test_collapsed_start_for_A():
 def test_bad_input(kwargs, name):
     with pytest.raises(ValueError, match=name):
         train_copy(**kwargs)
+
+
+def test_consensus_gradients_shapes_and_mu():
+    eps = [1.0, 0.1, 0.01]
+    r = consensus_gradients(eps, T=6, d=8, vocab=5, seed=1)
+    for field in ("eps", "mu", "grad_qk", "grad_v"):
+        assert getattr(r, field).shape == (3,) and getattr(r, field).dtype == torch.float64
+    assert torch.allclose(r.mu / r.eps, r.mu[:1].expand(3))  # mu(X) = eps mu(E[ids])
+
+
+def test_consensus_gradients_reproducible_by_seed():
+    a, b, c = (consensus_gradients([0.5, 0.05], seed=s) for s in (3, 3, 4))
+    assert torch.equal(a.grad_qk, b.grad_qk) and torch.equal(a.grad_v, b.grad_v)
+    assert not torch.equal(a.grad_qk, c.grad_qk)
+
+
+def test_consensus_gradients_match_one_at_a_time():
+    """The batch over eps gives each eps its own gradient (the weights are copied, not shared)."""
+    both = consensus_gradients([0.3, 0.03], seed=2)
+    for k, e in enumerate([0.3, 0.03]):
+        one = consensus_gradients([e], seed=2)
+        assert torch.allclose(both.grad_qk[k], one.grad_qk[0], rtol=1e-12)
+        assert torch.allclose(both.grad_v[k], one.grad_v[0], rtol=1e-12)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_qk_gradients_vanish_quadratically(seed):
+    """||grad W_Q, W_K|| ~ mu^2 near consensus (slope 2 up to O(mu)); ||grad W_V|| tends to a nonzero limit."""
+    r = consensus_gradients([1e-2, 1e-3, 1e-4], seed=seed)
+    slopes = r.grad_qk.log().diff() / r.mu.log().diff()
+    assert (slopes - 2).abs().max() < 0.02
+    assert (slopes[1] - 2).abs() < (slopes[0] - 2).abs()  # the O(mu) correction shrinks with mu
+    assert r.grad_v[-1] > 1e-3 and torch.allclose(r.grad_v[1:], r.grad_v[-1:], rtol=1e-3)
+
+
+@pytest.mark.parametrize("eps", [[], 0.1, [0.1, 0.0], [math.nan], ["0.1"]])
+def test_consensus_gradients_bad_eps(eps):
+    with pytest.raises((ValueError, TypeError), match="eps"):
+        consensus_gradients(eps)
