@@ -3,6 +3,7 @@ import math
 import pytest
 import torch
 
+from rcteach import training
 from rcteach.training import consensus_gradients, train_copy
 
 
@@ -65,3 +66,23 @@ def test_qk_gradients_vanish_quadratically(seed):
 def test_consensus_gradients_bad_eps(eps):
     with pytest.raises((ValueError, TypeError), match="eps"):
         consensus_gradients(eps)
+
+
+def test_leading_term_of_the_qk_gradient():
+    """dL/dM = eps^2/(T sqrt d) xbar gbar^T W_V^T C^T C + O(eps^3), M = W_Q W_K^T, gbar = sum_i dL/dY_i at
+    consensus (the chapter's formula), so grad W_Q = (dL/dM) W_K and grad W_K = (dL/dM)^T W_Q."""
+    T, d, vocab, eps = 6, 4, 5, 1e-5
+    g = torch.Generator().manual_seed(5)
+    E, [[W_Q, W_K, W_V]] = training._init(d=d, vocab=vocab, depth=1, s2=1.0, value_var=1.0 / d, g=g)
+    E = E.detach()
+    ids = torch.randint(vocab, (T,), generator=g)
+    xbar = E[ids].mean(0)
+    C = E[ids] - xbar
+    ce = torch.nn.functional.cross_entropy
+    _, logits = training._forward(xbar + eps * C, E, [[W_Q, W_K, W_V]], centred=False, skip=0.0)
+    grad_Q, grad_K = torch.autograd.grad(ce(logits, ids), [W_Q, W_K])
+    Y = (xbar @ W_V).detach().expand(T, d).clone().requires_grad_(True)  # the output at consensus
+    (G,) = torch.autograd.grad(ce(Y @ E.T, ids), Y)
+    dM = eps**2 / (T * math.sqrt(d)) * torch.outer(xbar, C.T @ C @ W_V.detach() @ G.sum(0))
+    assert torch.allclose(grad_Q, dM @ W_K.detach(), rtol=1e-3, atol=0)
+    assert torch.allclose(grad_K, dM.T @ W_Q.detach(), rtol=1e-3, atol=0)
