@@ -16,6 +16,9 @@ i.i.d. N(0, s2^(1/2)) entries, so the logits of unit-norm tokens have variance s
 ``rcteach.propagate``), and W_V has N(0, value_var) entries with the norm-keeping choice of the
 chapter "Norms and gradients": 1/d with A, T/(d c) with A_perp (c = e^{s2} - 1).  Trained with Adam
 on fresh random batches.
+
+:func:`consensus_gradients` takes one layer of that network and pulls its input towards consensus, to
+measure how the query and key gradients vanish there (like mu^2): why escaping collapse is slow.
 """
 
 from __future__ import annotations
@@ -130,8 +133,12 @@ def consensus_gradients(eps, *, T=16, d=32, vocab=16, s2=1.0, seed=0) -> Consens
     so mu(X) = eps mu(E[ids]) and eps = 1 is the task's own input.  Near consensus (eps -> 0) the
     gradient of the loss with respect to the logits, S_ij = a_ij (g_ij - sum_k a_ik g_ik) with
     g_ij = <dL/dY_i, x_j W_V>, is O(eps) (the part of g_ij constant in j cancels) and its rows sum to 0,
-    so S X = eps S C and dL/d(W_Q W_K^T) = X^T S X / sqrt d = O(eps^2): the query and key gradients
-    vanish like mu^2 while the value gradient tends to a nonzero limit (derived in the chapter).
+    so S X = eps S C and dL/dM = X^T S X / sqrt d = O(eps^2), M = W_Q W_K^T; to leading order
+
+        dL/dM = eps^2 / (T sqrt d) xbar gbar^T W_V^T C^T C,   gbar = sum_i dL/dY_i at consensus (column vectors),
+
+    with grad W_Q = (dL/dM) W_K, grad W_K = (dL/dM)^T W_Q: the query and key gradients vanish like mu^2,
+    while the value gradient (A X)^T dL/dY tends to xbar gbar^T (derived in the chapter).
 
     Parameters
     ----------
