@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 __all__ = ["LOG_FLOAT_MAX", "integer", "seed", "real", "log_variance", "flag", "choice", "bias", "batch_shape", "broadcast",
-           "device", "dtype", "matrix", "regime", "finite_result"]
+           "device", "dtype", "matrix", "values", "regime", "finite_result"]
 
 LOG_FLOAT_MAX = math.log(sys.float_info.max)  # ~709.78: e^x overflows float64 above it
 DTYPES = (torch.float32, torch.float64)
@@ -66,6 +66,13 @@ def log_variance(name: str, value) -> float:
     if value > LOG_FLOAT_MAX:
         raise ValueError(f"{name} must be <= {LOG_FLOAT_MAX:.2f} (e^{name} overflows float64 above it), got {value}")
     return value
+
+
+def values(name: str, values, check, **bounds) -> list:
+    """A non-empty list or tuple of values, each checked by ``check(name, value, **bounds)`` (e.g. :func:`real`)."""
+    if not isinstance(values, (list, tuple)) or not values:
+        raise TypeError(f"{name} must be a non-empty list, got {values!r}")
+    return [check(name, v, **bounds) for v in values]
 
 
 def flag(name: str, value) -> bool:

@@ -245,13 +245,6 @@ def _settings(**kw) -> dict:
     return json.loads(json.dumps(kw))
 
 
-def _values(name, values, check, **bounds) -> list:
-    """A non-empty list of values, each checked by ``check(name, value, **bounds)``."""
-    if not isinstance(values, (list, tuple)) or not values:
-        raise TypeError(f"{name} must be a non-empty list, got {values!r}")
-    return [check(name, v, **bounds) for v in values]
-
-
 def run_grid(out, configs="all", *, T=None, gamma=None, depth=10, seeds=5, base_seed=0, authors_skip=False,
              dtype="float32", device=None, executor=None, force=False, progress=True) -> Table:
     """Run the grid into ``out/depth.csv`` (resumable) and return it as a :class:`rcteach.tools.sweep.Table`.
@@ -265,8 +258,8 @@ def run_grid(out, configs="all", *, T=None, gamma=None, depth=10, seeds=5, base_
     if not isinstance(out, (str, os.PathLike)) or isinstance(os.fspath(out), bytes):
         raise TypeError(f"out must be a directory path (str or os.PathLike), got {type(out).__name__}")
     names = config_names(configs)
-    grid = {"T": _values("T", GRID["T"] if T is None else T, _validate.integer, minimum=2),
-            "gamma": _values("gamma", GRID["gamma"] if gamma is None else gamma, _validate.real, positive=True)}
+    grid = {"T": _validate.values("T", GRID["T"] if T is None else T, _validate.integer, minimum=2),
+            "gamma": _validate.values("gamma", GRID["gamma"] if gamma is None else gamma, _validate.real, positive=True)}
     depth = _validate.integer("depth", depth, minimum=1)
     seeds = _validate.integer("seeds", seeds, minimum=1)
     base_seed = _validate.seed(base_seed, "base_seed")

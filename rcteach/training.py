@@ -16,6 +16,9 @@ i.i.d. N(0, s2^(1/2)) entries, so the logits of unit-norm tokens have variance s
 ``rcteach.propagate``), and W_V has N(0, value_var) entries with the norm-keeping choice of the
 chapter "Norms and gradients": 1/d with A, T/(d c) with A_perp (c = e^{s2} - 1).  Trained with Adam
 on fresh random batches.
+
+:func:`consensus_gradients` takes one layer of that network and pulls its input towards consensus, to
+measure how the query and key gradients vanish there (like mu^2): why escaping collapse is slow.
 """
 
 from __future__ import annotations
@@ -26,9 +29,9 @@ from dataclasses import dataclass
 import torch
 
 from . import _validate
-from .metrics import stable_rank
+from .metrics import mu_unchecked, stable_rank
 
-__all__ = ["TrainingRun", "train_copy"]
+__all__ = ["ConsensusGradients", "TrainingRun", "consensus_gradients", "train_copy"]
 
 INITS = ("A", "A_perp", "skip")
 
@@ -44,15 +47,38 @@ class TrainingRun:
     stable_rank: torch.Tensor  # Frobenius stable rank of X_depth on the evaluation batch, mean over the batch
 
 
-def _forward(ids, E, layers, *, centred, skip):
-    X = E[ids]  # (B, T, d)
+@dataclass(frozen=True)
+class ConsensusGradients:
+    """The gradients of :func:`consensus_gradients`, float64 tensors of shape (n,), one entry per eps."""
+
+    eps: torch.Tensor
+    mu: torch.Tensor  # mu(X) = ||X - 1 xbar^T||_F = eps mu(E[ids])
+    grad_qk: torch.Tensor  # sqrt(||dL/dW_Q||_F^2 + ||dL/dW_K||_F^2)
+    grad_v: torch.Tensor  # ||dL/dW_V||_F
+
+
+def _forward(X, E, layers, *, centred, skip):
+    """The network on input tokens X (*batch, T, d): the output tokens and their logits (*batch, T, V).
+    Weights may carry the batch dimensions too (one network per batch element)."""
     T, d = X.shape[-2], X.shape[-1]
     for W_Q, W_K, W_V in layers:
-        A = torch.softmax((X @ W_Q) @ (X @ W_K).transpose(-1, -2) / math.sqrt(d), dim=-1)  # (B, T, T)
+        A = torch.softmax((X @ W_Q) @ (X @ W_K).transpose(-1, -2) / math.sqrt(d), dim=-1)  # (*batch, T, T)
         if centred:
             A = A - 1.0 / T
         X = skip * X + A @ X @ W_V
-    return X, X @ E.T  # (B, T, d), (B, T, V)
+    return X, X @ E.T  # (*batch, T, d), (*batch, T, V)
+
+
+def _init(*, d, vocab, depth, s2, value_var, g):
+    """The embedding E (vocab, d) and ``depth`` layers [W_Q, W_K, W_V] (d, d) at initialisation (module doc),
+    float64 leaves that require gradients."""
+    stds = (s2**0.25, s2**0.25, math.sqrt(value_var))  # W_Q, W_K, W_V
+
+    def draw(rows, std):
+        return (std * torch.randn(rows, d, generator=g, dtype=torch.float64)).requires_grad_(True)
+
+    E = draw(vocab, 1.0 / math.sqrt(d))  # tokens of norm ~1
+    return E, [[draw(d, std) for std in stds] for _ in range(depth)]
 
 
 def train_copy(init="A", *, T=16, d=32, vocab=16, depth=4, steps=150, lr=3e-3, batch=32, s2=1.0,
@@ -67,13 +93,7 @@ def train_copy(init="A", *, T=16, d=32, vocab=16, depth=4, steps=150, lr=3e-3, b
     s2 = _validate.real("s2", _validate.log_variance("s2", s2), positive=True)  # e^{s2} - 1 > 0, finite
     g = torch.Generator().manual_seed(_validate.seed(seed))
     value_var = T / (d * math.expm1(s2)) if init == "A_perp" else 1.0 / d
-    stds = (s2**0.25, s2**0.25, math.sqrt(value_var))  # W_Q, W_K, W_V
-
-    def draw(rows, std):
-        return (std * torch.randn(rows, d, generator=g, dtype=torch.float64)).requires_grad_(True)
-
-    E = draw(vocab, 1.0 / math.sqrt(d))  # tokens of norm ~1
-    layers = [[draw(d, std) for std in stds] for _ in range(depth)]
+    E, layers = _init(d=d, vocab=vocab, depth=depth, s2=s2, value_var=value_var, g=g)
     params = [E] + [w for layer in layers for w in layer]
     qk = [w for layer in layers for w in layer[:2]]
     opt = torch.optim.Adam(params, lr=lr)
@@ -83,7 +103,7 @@ def train_copy(init="A", *, T=16, d=32, vocab=16, depth=4, steps=150, lr=3e-3, b
     records = {k: [] for k in ("loss", "grad_norm", "grad_norm_qk", "stable_rank")}
     for step in range(steps + 1):
         with torch.no_grad():
-            X, logits = _forward(eval_ids, E, layers, **kw)
+            X, logits = _forward(E[eval_ids], E, layers, **kw)
             records["loss"].append(loss_f(logits.reshape(-1, vocab), eval_ids.reshape(-1)).item())
             records["stable_rank"].append(stable_rank(X).mean().item())
         if step == steps:
@@ -91,10 +111,64 @@ def train_copy(init="A", *, T=16, d=32, vocab=16, depth=4, steps=150, lr=3e-3, b
             records["grad_norm_qk"].append(math.nan)
             break
         ids = torch.randint(vocab, (batch, T), generator=g)
-        _, logits = _forward(ids, E, layers, **kw)
+        _, logits = _forward(E[ids], E, layers, **kw)
         opt.zero_grad()
         loss_f(logits.reshape(-1, vocab), ids.reshape(-1)).backward()
         records["grad_norm"].append(math.sqrt(sum(p.grad.square().sum().item() for p in params)))
         records["grad_norm_qk"].append(math.sqrt(sum(p.grad.square().sum().item() for p in qk)))
         opt.step()
     return TrainingRun(init, **{k: torch.tensor(v, dtype=torch.float64) for k, v in records.items()})
+
+
+def consensus_gradients(eps, *, T=16, d=32, vocab=16, s2=1.0, seed=0) -> ConsensusGradients:
+    """The weight gradients of one softmax attention layer of the copy task, its input pulled towards consensus.
+
+    One network as :func:`train_copy` draws it for init "A" with ``depth=1`` (E, W_Q, W_K with logit
+    variance ``s2``, W_V with N(0, 1/d) entries) and one sequence ``ids`` of T tokens; the input is the
+    copy task's X_0 = E[ids] shrunk towards its mean token by ``eps``:
+
+        X = 1 xbar^T + eps C,    xbar = mean of the rows of E[ids],  C = E[ids] - 1 xbar^T  (T, d)
+        Y = A X W_V,  A = softmax(X W_Q W_K^T X^T / sqrt d),  loss = cross-entropy(Y E^T, ids), mean over tokens
+
+    so mu(X) = eps mu(E[ids]) and eps = 1 is the task's own input.  Near consensus (eps -> 0) the
+    gradient of the loss with respect to the logits, S_ij = a_ij (g_ij - sum_k a_ik g_ik) with
+    g_ij = <dL/dY_i, x_j W_V>, is O(eps) (the part of g_ij constant in j cancels) and its rows sum to 0,
+    so S X = eps S C and dL/dM = X^T S X / sqrt d = O(eps^2), M = W_Q W_K^T; to leading order
+
+        dL/dM = eps^2 / (T sqrt d) xbar gbar^T W_V^T C^T C,   gbar = sum_i dL/dY_i at consensus (column vectors),
+
+    with grad W_Q = (dL/dM) W_K, grad W_K = (dL/dM)^T W_Q: the query and key gradients vanish like mu^2,
+    while the value gradient (A X)^T dL/dY tends to xbar gbar^T (derived in the chapter).
+
+    Parameters
+    ----------
+    eps : list or tuple of floats, each > 0
+        The shrink factors; the networks for all of them share E, ids and the weights.
+    T, d, vocab : int >= 2
+        Tokens, width, vocabulary size.
+    s2 : float > 0
+        Logit variance at initialisation.
+    seed : int
+        Seeds the one ``torch.Generator`` that draws E, the weights and ids.
+
+    Returns
+    -------
+    ConsensusGradients with eps, mu, grad_qk, grad_v, each of shape (len(eps),).
+    """
+    eps = _validate.values("eps", eps, _validate.real, positive=True)
+    T, d, vocab = (_validate.integer(n, v, minimum=2) for n, v in (("T", T), ("d", d), ("vocab", vocab)))
+    s2 = _validate.real("s2", _validate.log_variance("s2", s2), positive=True)
+    g = torch.Generator().manual_seed(_validate.seed(seed))
+    E, [layer] = _init(d=d, vocab=vocab, depth=1, s2=s2, value_var=1.0 / d, g=g)
+    ids = torch.randint(vocab, (T,), generator=g)
+    X0 = E[ids].detach()  # (T, d)
+    xbar = X0.mean(0)
+    shrink = torch.tensor(eps, dtype=torch.float64)[:, None, None]  # (n, 1, 1)
+    X = xbar + shrink * (X0 - xbar)  # (n, T, d)
+    with torch.enable_grad():  # also under no_grad (the check runner)
+        weights = [w.detach().expand(len(eps), d, d).clone().requires_grad_(True) for w in layer]  # a copy per eps
+        _, logits = _forward(X, E.detach(), [weights], centred=False, skip=0.0)  # (n, T, V)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), ids.repeat(len(eps)), reduction="sum")
+        grads = torch.autograd.grad(loss / T, weights)  # of the sum of the per-eps losses: one per copy
+    W_Q, W_K, W_V = (w.flatten(1).norm(dim=1) for w in grads)
+    return ConsensusGradients(eps=shrink.flatten(), mu=mu_unchecked(X), grad_qk=torch.hypot(W_Q, W_K), grad_v=W_V)
