@@ -151,6 +151,25 @@ def spectrum_distance(a, b) -> float:
     return float(cost[rows, cols].max())
 
 
+def _layer_series(name, values) -> torch.Tensor:
+    """``values`` per layer as a float tensor of shape (L, *batch), L >= 2 (ints and arrays converted to
+    float64); TypeError/ValueError naming ``name`` otherwise.  The input check of the per-layer fits."""
+    if not isinstance(values, torch.Tensor):
+        try:
+            values = torch.as_tensor(np.asarray(values, dtype=np.float64))
+        except (TypeError, ValueError):
+            raise TypeError(f"{name} must be a tensor or array of real numbers, got {type(values).__name__}") from None
+    elif not values.is_floating_point() or values.is_complex():
+        if values.is_complex():
+            raise TypeError(f"{name} must be real, got {values.dtype}")
+        values = values.to(torch.float64)
+    if values.dim() < 1:
+        raise ValueError(f"{name} must have shape (L, *batch) with L >= 2 layers, got a scalar")
+    if values.shape[0] < 2:
+        raise ValueError(f"{name} must have shape (L, *batch) with L >= 2 layers, got shape {tuple(values.shape)}")
+    return values
+
+
 def decay_rate(values, start=0, stop=None, *, floor=None) -> torch.Tensor:
     """Per-layer exponential decay factor rho of ``values`` ~ C rho^t, by log-linear least squares.
 
@@ -175,18 +194,8 @@ def decay_rate(values, start=0, stop=None, *, floor=None) -> torch.Tensor:
     -------
     Tensor, shape (*batch,)
     """
-    if not isinstance(values, torch.Tensor):
-        try:
-            values = torch.as_tensor(np.asarray(values, dtype=np.float64))
-        except (TypeError, ValueError):
-            raise TypeError(f"values must be a tensor or array of real numbers, got {type(values).__name__}") from None
-    elif not values.is_floating_point():
-        values = values.to(torch.float64)
-    if values.dim() < 1:
-        raise ValueError("values must have shape (L, *batch) with L >= 2 layers, got a scalar")
+    values = _layer_series("values", values)
     L = values.shape[0]
-    if L < 2:
-        raise ValueError(f"values must have shape (L, *batch) with L >= 2 layers, got shape {tuple(values.shape)}")
     start = _validate.integer("start", start)
     stop = L if stop is None else _validate.integer("stop", stop)
     t = torch.arange(L, device=values.device, dtype=values.dtype)[start:stop]  # (n,)

@@ -34,6 +34,7 @@ from rcteach.device import DEVICE_ENV
 from rcteach.layers import LayerConfig, LayerWeights
 from rcteach.attention import noniso_attention
 from rcteach.logits import leading_term, qk_logits, random_qk_logits, random_logits
+from rcteach.sphere import sphere_flow, tail_rate
 from rcteach.tokens import near_consensus
 from rcteach.width import noniso_width_ranks
 
@@ -256,6 +257,12 @@ CASES = [
               mask=bad_mask(T), beta=bad_real(), activation=choices(theory.ACTIVATIONS), centred=BAD_FLAG)),
     Case("noniso_attention", noniso_attention, lambda: dict(T=3, d=2, s2=0.5),
          dict(T=bad_int(minimum=2), d=bad_int(minimum=1), s2=S2_REAL, seeds=bad_int(minimum=1), **RANDOM)),
+    Case("sphere_flow", sphere_flow, lambda: dict(X0=X_(), depth=2, beta=1.0, h=0.1),
+         dict(X0=bad_matrix(T, D), depth=bad_int(minimum=1), beta=bad_real(minimum=0.0), h=bad_real(positive=True))),
+    Case("tail_rate", tail_rate, lambda: dict(rel=torch.tensor([1e-4, 1e-6, 1e-8], dtype=F64)),
+         dict(rel=st.sampled_from(["x", 1.0, [1e-4], torch.tensor([1e-4, math.nan]), torch.tensor([1e-4, -1.0]),
+                                   torch.ones(2, dtype=torch.complex128)]),
+              top=bad_real(positive=True), span=bad_real(positive=True))),
     Case("noniso_width_ranks", noniso_width_ranks, lambda: dict(T=3, d=2, s2=0.5),
          dict(T=bad_int(minimum=2), d=bad_int(minimum=1), s2=S2_REAL, seeds=bad_int(minimum=1), seed=BAD_SEED,
               device=BAD_DEVICE)),

@@ -17,6 +17,7 @@ from ..masks import consensus_rate, consensus_transient_layer, make_mask
 from ..metrics import decay_rate, squared_singular_values, stable_rank_from_squared
 from ..norms import normalise
 from ..theory import LN2
+from ..sphere import sphere_flow, tail_rate
 from ..tokens import gaussian_tokens, orthonormal_tokens
 from ..tokens import near_consensus as _near_consensus
 from ..width import noniso_width_ranks as _noniso_width_ranks
@@ -305,23 +306,6 @@ def dong_cubic_collapse(*, T, d, seeds, s2=1.0, seed=770, device=None) -> Compar
     return Comparison(prediction=3.0, measured=slope.mean().item(), tolerance=0.01)
 
 
-def _sphere_flow(X0, depth, beta, h):
-    """Relative mu (depth + 1, seeds) of Geshkovski et al.'s attention flow as residual layers
-    x_i <- N(x_i + h sum_j A_ij x_j), A = softmax(beta <x_i, x_j>), W_Q = W_K = I, identity values, RMS norm."""
-    d = X0.shape[-1]
-    I = torch.eye(d, device=X0.device, dtype=X0.dtype)
-    # propagate divides the logits by sqrt(d_qk): pass beta sqrt(d) for logits beta <x_i, x_j>
-    return propagate(X0, depth, attention="qk", W_Q=I, W_K=I, beta=beta * math.sqrt(d), values="identity", skip=h,
-                     norm="rms").relative_mu.cpu()
-
-
-def _tail_rate(rel, top=1e-5, span=1e-5):
-    """-log decay_rate of one run's relative mu (layers,), fitted from its first layer with mu <= top (one cluster)
-    down by a factor ``span`` (to ~1e-10, above the float floor); NaN when mu never reaches ``top``."""
-    below = (rel <= top).nonzero()
-    return -decay_rate(rel[int(below[0]):], floor=span).log().item() if below.numel() else math.nan
-
-
 @register(
     "geshkovski-consensus-rate",
     claim=("Attention flow on the sphere (Geshkovski et al.) as residual layers x_i <- N(x_i + h sum_j A_ij x_j), "
@@ -347,7 +331,6 @@ def _tail_rate(rel, top=1e-5, span=1e-5):
 def geshkovski_consensus_rate(*, T, d, beta, h, depth, seeds, seed=790, device=None) -> Comparison:
     X0 = normalise(gaussian_tokens(T, d, batch=seeds, seed=seed, device=device, dtype=torch.float64), "rms")
     prediction = theory.sphere_consensus_rate(h)
-    rel = _sphere_flow(X0, depth, beta, h)  # (depth + 1, seeds)
-    rates = torch.tensor([_tail_rate(m) for m in rel.unbind(-1)], dtype=torch.float64)
+    rates = tail_rate(sphere_flow(X0, depth, beta, h))  # (seeds,)
     measured = rates[(rates - prediction).abs().nan_to_num(math.inf).argmax()].item()
     return Comparison(prediction=prediction, measured=measured, tolerance=1e-6, relative=True)
