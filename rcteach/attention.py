@@ -33,7 +33,7 @@ import torch
 
 from . import _deprecation, _validate
 from .device import make_generator, resolve
-from .logits import qk_logits, random_logits
+from .logits import qk_logits, qk_weights, random_logits
 from .masks import check_mask
 from .norms import normalise_unchecked
 from .theory import ACTIVATIONS, LN2
@@ -177,7 +177,7 @@ def noniso_attention(T, d, s2=LN2, *, seeds=1, seed=None, device=None, dtype=Non
     X = normalise_unchecked(gaussian_tokens(T, d, batch=seeds, generator=gen, device=device, dtype=dtype), "rms")
     if seed is not None:
         gen = make_generator((seed + 1) % 2**64, None, device)
-    W_Q, W_K = (s2**0.25 * torch.randn(2, seeds, d, d, generator=gen, device=device, dtype=dtype)).unbind(0)
+    W_Q, W_K = qk_weights(d, d, s2, batch=(seeds,), generator=gen, device=device, dtype=dtype)
     return qk_attention(X, W_Q, W_K)
 
 
