@@ -20,6 +20,12 @@ NO_COLLAPSE = {"no collapse: mu / ||X|| stays at 1e-2": lambda p, s: 1e-2,
                "collapse stalls at the float32 floor, 1e-7": lambda p, s: 1e-7}
 
 
+def _collapse(mask, **run) -> Comparison:
+    """The worst final mu / ||X|| over the seeds under ``mask``, against collapse (0, tolerance 1e-10)."""
+    res = layernorm_runs(masks=(mask,), **run)
+    return Comparison(prediction=0.0, measured=float(res[mask].relative_mu[-1].max()), tolerance=1e-10)
+
+
 @register(
     "ln-complete-collapses",
     claim="With LayerNorm and orthogonal W_V, the complete mask collapses to consensus (mu / ||X|| at the float floor)",
@@ -30,8 +36,7 @@ NO_COLLAPSE = {"no collapse: mu / ||X|| stays at 1e-2": lambda p, s: 1e-2,
     full=dict(T=100, d=768, depth=128, seeds=10),
 )
 def ln_complete_collapses(*, T, d, depth, seeds, norm="layernorm", seed=0, device=None) -> Comparison:
-    res = layernorm_runs(T=T, d=d, depth=depth, seeds=seeds, norm=norm, masks=("complete",), seed=seed, device=device)
-    return Comparison(prediction=0.0, measured=float(res["complete"].relative_mu[-1].max()), tolerance=1e-10)
+    return _collapse("complete", T=T, d=d, depth=depth, seeds=seeds, norm=norm, seed=seed, device=device)
 
 
 @register(
@@ -46,8 +51,7 @@ def ln_complete_collapses(*, T, d, depth, seeds, norm="layernorm", seed=0, devic
     full=dict(T=100, d=768, depth=128, seeds=10),
 )
 def ln_causal_collapses(*, T, d, depth, seeds, norm="layernorm", seed=0, device=None) -> Comparison:
-    res = layernorm_runs(T=T, d=d, depth=depth, seeds=seeds, norm=norm, masks=("causal",), seed=seed, device=device)
-    return Comparison(prediction=0.0, measured=float(res["causal"].relative_mu[-1].max()), tolerance=1e-10)
+    return _collapse("causal", T=T, d=d, depth=depth, seeds=seeds, norm=norm, seed=seed, device=device)
 
 
 @register(
