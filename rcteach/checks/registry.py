@@ -163,9 +163,9 @@ class CheckResult:
     def mutants(self) -> list[dict]:
         """Each mutant of the check, ``{"name": label, "killed": bool}``: killed when the comparison
         with the mutant's wrong prediction (same measurement, same tolerance) fails."""
-        out = []
         if self.skipped is not None:
-            return out
+            return []
+        out = []
         for label, wrong in self.check.mutants.items():
             mutated = dataclasses.replace(self.comparison, prediction=wrong(self.comparison.prediction, self.setting))
             out.append({"name": label, "killed": not mutated.passed})
