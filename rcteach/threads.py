@@ -30,9 +30,11 @@ __all__ = ["THREADS_ENV", "KIT_THREADS", "USER_ENV", "chosen", "configure"]
 THREADS_ENV = "RCTEACH_THREADS"
 #: The variables of the threading libraries themselves: set, they are the user's choice.
 USER_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
-#: The kit's choice: one intra-op thread.  Measured on this project's 2-core machines (``python -m
-#: rcteach bench --threads``): also at the largest T of ``bench`` (1024) a second thread saves
-#: little wall time and costs CPU, and on a machine shared with other jobs it loses both.
+#: The kit's choice: one intra-op thread, also for the larger T of ``bench`` and the grid.  Measured on
+#: this project's shared 2-core machine (load average 9-13), fresh processes, three calls each: the
+#: stable ranks of 4 matrices at T = 1024 took 3.8-3.9 s of CPU (15-22 s wall) with one thread and 48.5 s
+#: (175 s) with two; the spectra of 4 attention matrices at T = 512, 4.4-4.5 s (17-27 s) against 89.5 s
+#: (329 s).  Where other jobs hold the cores, a second thread spins waiting for them.
 KIT_THREADS = 1
 
 
