@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 import tomllib
 import uuid
 from pathlib import Path
@@ -196,8 +197,9 @@ def test_ctrl_c_exits_130_with_one_line(tmp_path):
                             stderr=subprocess.PIPE, text=True,  # SIGINT as at a terminal (a background job ignores it)
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen = ""
-    while "theory checks" not in seen:  # the progress bar: main() is running the checks
+    while "check/s]" not in seen:  # the progress bar drawn: main() is running the checks
         seen += proc.stderr.read(1) or pytest.fail(f"check ended before it could be interrupted: {seen}")
+    time.sleep(0.5)  # (not while tqdm is still setting the bar up)
     proc.send_signal(signal.SIGINT)
     err = seen + proc.stderr.read()
     assert proc.wait(timeout=60) == 130
