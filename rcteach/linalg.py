@@ -1,0 +1,202 @@
+"""Dense eigenvalues and singular values that do not depend on the CPU: the one place rcteach computes them.
+
+Every eigen- and singular-value decomposition in rcteach (and in the chapters) goes through
+:func:`eigvals`, :func:`eigvalsh` and :func:`svdvals`, which return what ``torch.linalg`` returns,
+batched over leading dimensions, but survive a LAPACK driver that fails.
+
+Why.  torch's CPU build calls Intel MKL, whose drivers fail on exactly degenerate but valid input,
+and *which* inputs fail depends on the CPU and on MKL's code path (``MKL_ENABLE_INSTRUCTIONS``):
+``torch.linalg.eigvals`` of the uniform attention 11^T/T (eigenvalues 1, 0, ..., 0) raises
+``LinAlgError`` ("failed to converge") for 36 of the sizes T <= 129 on an AMD EPYC (AVX2) and for
+another set on an Intel CPU with AVX-512, and float32 ``eigvalsh`` of a nearly rank-one Gram matrix
+returns NaN without raising.  A test that passes on one machine would say little about the next.
+
+How.  Each function first calls torch (MKL's ``geev``, ``syevd``, ``gesdd`` on the CPU; torch's CUDA
+solvers on a GPU).  That fast path costs one extra reduction (is every result finite?) and no copy.
+Then, for each batch element where torch raised ``LinAlgError`` or returned a non-finite value for
+a finite input, and only for those, the element goes on the CPU through a chain of other drivers of
+scipy's LAPACK (reference LAPACK built on OpenBLAS, a different implementation from MKL), each a
+correct algorithm for any input, until one gives finite values:
+
+* :func:`eigvals`  (general A): torch ``eigvals`` -> scipy ``geev`` (Hessenberg QR with balancing) ->
+  the diagonal of the complex Schur form, ``zgees`` (complex arithmetic, no balancing);
+* :func:`eigvalsh` (symmetric H): torch ``eigvalsh`` -> scipy ``syevr`` (relatively robust
+  representations) -> scipy ``syev`` (implicit QL/QR) in float64;
+* :func:`svdvals`  (any X): torch ``svdvals`` -> scipy ``gesdd`` (divide and conquer) -> scipy
+  ``gesvd`` (QR iteration), in float64 for float32 input.
+
+Values from a fallback are cast to the dtype torch would have returned and moved to the input's
+device; they carry no autograd graph (a ``UserWarning`` says so when the input requires grad; no
+rcteach function differentiates through a spectrum).  If every driver fails for a finite element,
+:class:`LinAlgFailure` (a ``RuntimeError``) names the function, the element and each driver's
+error: a finite input never comes back as NaN.  A non-finite input element gives NaN (callers
+validate their input; :mod:`rcteach._validate`).  Tests (``tests/test_degenerate.py``) force the
+torch call to raise, and to return NaN, and check every spectral function of rcteach through the
+fallbacks, and run the degenerate-input suite under each MKL code path.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import torch
+
+__all__ = ["LinAlgFailure", "eigvals", "eigvalsh", "svdvals"]
+
+
+class LinAlgFailure(RuntimeError):
+    """Every driver of a decomposition failed on one (finite) batch element."""
+
+
+def _scipy_geev(a):
+    from scipy.linalg import eigvals as geev  # lazy: scipy is slow to import, and only a fallback needs it
+
+    return geev(a, overwrite_a=False, check_finite=False)
+
+
+def _scipy_zgees(a):
+    from scipy.linalg import schur
+
+    return np.diag(schur(a.astype(np.complex128), output="complex", check_finite=False)[0])
+
+
+def _scipy_syevr(a):
+    from scipy.linalg import eigvalsh as syev
+
+    return syev(a, driver="evr", check_finite=False)
+
+
+def _scipy_syev64(a):
+    from scipy.linalg import eigvalsh as syev
+
+    return syev(a.astype(np.float64), driver="ev", check_finite=False)
+
+
+def _scipy_gesdd(a):
+    from scipy.linalg import svdvals as gesdd
+
+    return gesdd(a, check_finite=False)
+
+
+def _scipy_gesvd64(a):
+    from scipy.linalg import svd
+
+    return svd(a.astype(np.float64), compute_uv=False, lapack_driver="gesvd", check_finite=False)
+
+
+_FALLBACKS = {
+    "eigvals": (("scipy geev", _scipy_geev), ("scipy zgees", _scipy_zgees)),
+    "eigvalsh": (("scipy syevr", _scipy_syevr), ("scipy syev (float64)", _scipy_syev64)),
+    "svdvals": (("scipy gesdd (float64)", lambda a: _scipy_gesdd(a.astype(np.float64))),
+                ("scipy gesvd (float64)", _scipy_gesvd64)),
+}
+
+
+def _check(name, A, *, square):
+    """A must be a strided floating or complex tensor (*batch, m, n), square if ``square``."""
+    if not isinstance(A, torch.Tensor):
+        raise TypeError(f"{name}: the input must be a torch.Tensor, got {type(A).__name__}")
+    if not (A.is_floating_point() or A.is_complex()):
+        raise TypeError(f"{name}: the input must have a floating or complex dtype, got {A.dtype}")
+    if A.dim() < 2 or (square and A.shape[-1] != A.shape[-2]):
+        want = "(*batch, n, n)" if square else "(*batch, m, n)"
+        raise ValueError(f"{name}: the input must have shape {want}, got {tuple(A.shape)}")
+
+
+def _robust(name, primary, A, *, square=False):
+    """``primary(A)`` (*batch, k), with each failing batch element recomputed through ``_FALLBACKS[name]``."""
+    _check(f"rcteach.linalg.{name}", A, square=square)
+    try:
+        out = primary(A)
+    except torch.linalg.LinAlgError:
+        out = None  # torch's batched call raises for the whole batch: find the elements one by one
+    else:
+        if torch.isfinite(out).all():  # the fast path's one extra reduction
+            return out
+    flat = A.detach().reshape(-1, *A.shape[-2:])
+    if out is None:
+        parts, reasons = [], []
+        for a in flat:
+            try:
+                parts.append(primary(a))
+                reasons.append("non-finite values")
+            except torch.linalg.LinAlgError as e:
+                parts.append(None)
+                reasons.append(str(e).splitlines()[0])
+        like = next((p for p in parts if p is not None), None)
+        if like is None:  # every element failed: torch's result dtype and length from a trivial input
+            like = primary(torch.zeros(flat.shape[-2:], dtype=A.dtype, device=A.device))
+        out = torch.stack([p if p is not None else torch.full_like(like, math.nan) for p in parts])
+    else:
+        out = out.detach().reshape(-1, out.shape[-1]).clone()
+        reasons = ["non-finite values"] * len(out)
+    bad = (~torch.isfinite(out).all(-1)).nonzero()[:, 0].tolist()
+    if A.requires_grad:
+        warnings.warn(f"rcteach.linalg.{name}: torch's solver failed on {len(bad)} batch element(s); their "
+                      "values come from a scipy LAPACK fallback and carry no gradient", UserWarning, stacklevel=3)
+    for i in bad:
+        a = flat[i].cpu().numpy()
+        if np.isfinite(a).all():  # a non-finite input stays NaN: the caller validates
+            w = _first_finite(name, a, f"torch: {reasons[i]}", _element(i, A.shape[:-2]))
+            out[i] = w.to(dtype=out.dtype, device=out.device)
+    return out.reshape(*A.shape[:-2], out.shape[-1])
+
+
+def _element(i, batch) -> tuple:
+    """The batch index of the i-th element of the flattened batch."""
+    return tuple(int(k) for k in np.unravel_index(i, tuple(batch))) if len(batch) else ()
+
+
+def _first_finite(name, a, torch_error, element) -> torch.Tensor:
+    """The values of one finite element ``a`` (numpy) from the first fallback that gives finite numbers."""
+    errors = [torch_error]
+    for driver, f in _FALLBACKS[name]:
+        try:
+            w = f(a)
+        except (np.linalg.LinAlgError, ValueError) as e:  # scipy's LinAlgError subclasses numpy's
+            errors.append(f"{driver}: {e}")
+            continue
+        if np.isfinite(w).all():
+            return torch.from_numpy(np.ascontiguousarray(w))
+        errors.append(f"{driver}: non-finite values")
+    raise LinAlgFailure(f"rcteach.linalg.{name}: every driver failed for batch element {element} of a finite "
+                        f"{a.shape[0]} x {a.shape[1]} matrix ({'; '.join(errors)})")
+
+
+def _torch_eigvals(A):
+    return torch.linalg.eigvals(A)  # looked up at call time, so that tests can make it fail
+
+
+def _torch_eigvalsh(H):
+    return torch.linalg.eigvalsh(H)
+
+
+def _torch_svdvals(X):
+    return torch.linalg.svdvals(X)
+
+
+def eigvals(A) -> torch.Tensor:
+    """Eigenvalues of square A (*batch, n, n), complex (*batch, n), unordered, as ``torch.linalg.eigvals``.
+
+    Survives a failing driver (module doc: torch ``geev``, then scipy ``geev``, then complex Schur).
+    """
+    return _robust("eigvals", _torch_eigvals, A, square=True)
+
+
+def eigvalsh(H) -> torch.Tensor:
+    """Eigenvalues of symmetric (Hermitian) H (*batch, n, n), real, ascending, as ``torch.linalg.eigvalsh``.
+
+    Only the lower triangle is read.  Survives a failing driver (module doc: torch ``syevd``, then scipy
+    ``syevr``, then ``syev`` in float64).
+    """
+    return _robust("eigvalsh", _torch_eigvalsh, H, square=True)
+
+
+def svdvals(X) -> torch.Tensor:
+    """Singular values of X (*batch, m, n), real (*batch, min(m, n)), descending, as ``torch.linalg.svdvals``.
+
+    Survives a failing driver (module doc: torch ``gesdd``, then scipy ``gesdd``, then ``gesvd``).
+    """
+    return _robust("svdvals", _torch_svdvals, X)
