@@ -29,8 +29,8 @@ Values from a fallback are cast to the dtype torch would have returned and moved
 device; they carry no autograd graph (a ``UserWarning`` says so when the input requires grad; no
 rcteach function differentiates through a spectrum).  If every driver fails for a finite element,
 :class:`LinAlgFailure` (a ``RuntimeError``) names the function, the element and each driver's
-error: a finite input never comes back as NaN.  A non-finite input element gives NaN (callers
-validate their input; :mod:`rcteach._validate`).  Tests (``tests/test_degenerate.py``) force the
+error: a finite input never comes back as NaN.  A non-finite input element is not retried: its values
+are NaN where torch's are (callers validate their input; :mod:`rcteach._validate`).  Tests (``tests/test_degenerate.py``) force the
 torch call to raise, and to return NaN, and check every spectral function of rcteach through the
 fallbacks, and run the degenerate-input suite under each MKL code path.
 """
@@ -117,18 +117,16 @@ def _robust(name, primary, A, *, square=False):
             return out
     flat = A.detach().reshape(-1, *A.shape[-2:])
     if out is None:
-        parts, reasons = [], []
-        for a in flat:
+        real = torch.real(A).dtype
+        dtype = torch.promote_types(real, torch.complex64) if name == "eigvals" else real  # torch's result dtype
+        k = min(A.shape[-2:]) if name == "svdvals" else A.shape[-1]
+        out = torch.full((len(flat), k), math.nan, dtype=dtype, device=A.device)
+        reasons = ["non-finite values"] * len(flat)
+        for i, a in enumerate(flat):
             try:
-                parts.append(primary(a))
-                reasons.append("non-finite values")
+                out[i] = primary(a)
             except torch.linalg.LinAlgError as e:
-                parts.append(None)
-                reasons.append(str(e).splitlines()[0])
-        like = next((p for p in parts if p is not None), None)
-        if like is None:  # every element failed: torch's result dtype and length from a trivial input
-            like = primary(torch.zeros(flat.shape[-2:], dtype=A.dtype, device=A.device))
-        out = torch.stack([p if p is not None else torch.full_like(like, math.nan) for p in parts])
+                reasons[i] = str(e).splitlines()[0]
     else:
         out = out.detach().reshape(-1, out.shape[-1]).clone()
         reasons = ["non-finite values"] * len(out)
@@ -138,7 +136,7 @@ def _robust(name, primary, A, *, square=False):
                       "values come from a scipy LAPACK fallback and carry no gradient", UserWarning, stacklevel=3)
     for i in bad:
         a = flat[i].cpu().numpy()
-        if np.isfinite(a).all():  # a non-finite input stays NaN: the caller validates
+        if np.isfinite(a).all():  # a non-finite input keeps torch's NaN: the caller validates
             w = _first_finite(name, a, f"torch: {reasons[i]}", _element(i, A.shape[:-2]))
             out[i] = w.to(dtype=out.dtype, device=out.device)
     return out.reshape(*A.shape[:-2], out.shape[-1])
@@ -150,16 +148,24 @@ def _element(i, batch) -> tuple:
 
 
 def _first_finite(name, a, torch_error, element) -> torch.Tensor:
-    """The values of one finite element ``a`` (numpy) from the first fallback that gives finite numbers."""
+    """The values of one finite element ``a`` (numpy) from the first fallback that gives finite numbers.
+
+    ``a`` is first divided by the power of two s nearest below max|a_ij| (exact), and the values multiplied
+    back by s: the values are homogeneous of degree one, and LAPACK's own scaling of a huge matrix is not
+    to be trusted (scipy 1.17.1's ``geev`` returns the eigenvalues of 1e150 I as 1.49e138: the matrix scaled
+    down to LAPACK's bignum, never scaled back).
+    """
+    top = float(np.abs(a).max())
+    scale = 2.0 ** math.floor(math.log2(top)) if top > 0 else 1.0
     errors = [torch_error]
     for driver, f in _FALLBACKS[name]:
         try:
-            w = f(a)
+            w = f(a / scale)
         except (np.linalg.LinAlgError, ValueError) as e:  # scipy's LinAlgError subclasses numpy's
             errors.append(f"{driver}: {e}")
             continue
         if np.isfinite(w).all():
-            return torch.from_numpy(np.ascontiguousarray(w))
+            return torch.from_numpy(np.ascontiguousarray(w * scale))
         errors.append(f"{driver}: non-finite values")
     raise LinAlgFailure(f"rcteach.linalg.{name}: every driver failed for batch element {element} of a finite "
                         f"{a.shape[0]} x {a.shape[1]} matrix ({'; '.join(errors)})")
