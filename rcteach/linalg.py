@@ -25,12 +25,18 @@ correct algorithm for any input, until one gives finite values:
 * :func:`svdvals`  (any X): torch ``svdvals`` -> scipy ``gesdd`` (divide and conquer) -> scipy
   ``gesvd`` (QR iteration), in float64 for float32 input.
 
+(One caller asks LAPACK for less than all values: :func:`rcteach.grid_kernels.top_and_rest` takes the
+top eigenpair from scipy's ``syevr`` and, where that fails, all eigenvalues from :func:`eigvalsh`.)
+
 Values from a fallback are cast to the dtype torch would have returned and moved to the input's
 device; they carry no autograd graph (a ``UserWarning`` says so when the input requires grad; no
 rcteach function differentiates through a spectrum).  If every driver fails for a finite element,
 :class:`LinAlgFailure` (a ``RuntimeError``) names the function, the element and each driver's
-error: a finite input never comes back as NaN.  A non-finite input element is not retried: its values
-are NaN where torch's are (callers validate their input; :mod:`rcteach._validate`).  Tests (``tests/test_degenerate.py``) force the
+error: a finite input never comes back as NaN.  The input must be a real float32 or float64 tensor with
+finite entries (TypeError or ValueError otherwise, naming the argument: MKL answers NaN input with
+finite garbage).  ``eigvals_unchecked``, ``eigvalsh_unchecked`` and ``svdvals_unchecked`` skip that
+check, one pass over the input, for callers that validated it (:mod:`rcteach._validate`); a non-finite
+element is then left as torch returned it.  Tests (``tests/test_degenerate.py``) force the
 torch call to raise, and to return NaN, and check every spectral function of rcteach through the
 fallbacks, and run the degenerate-input suite under each MKL code path.
 """
@@ -43,7 +49,10 @@ import warnings
 import numpy as np
 import torch
 
-__all__ = ["LinAlgFailure", "eigvals", "eigvalsh", "svdvals"]
+from . import _validate
+
+__all__ = ["LinAlgFailure", "eigvals", "eigvalsh", "svdvals", "eigvals_unchecked", "eigvalsh_unchecked",
+           "svdvals_unchecked"]
 
 
 class LinAlgFailure(RuntimeError):
@@ -94,20 +103,8 @@ _FALLBACKS = {
 }
 
 
-def _check(name, A, *, square):
-    """A must be a strided floating or complex tensor (*batch, m, n), square if ``square``."""
-    if not isinstance(A, torch.Tensor):
-        raise TypeError(f"{name}: the input must be a torch.Tensor, got {type(A).__name__}")
-    if not (A.is_floating_point() or A.is_complex()):
-        raise TypeError(f"{name}: the input must have a floating or complex dtype, got {A.dtype}")
-    if A.dim() < 2 or (square and A.shape[-1] != A.shape[-2]):
-        want = "(*batch, n, n)" if square else "(*batch, m, n)"
-        raise ValueError(f"{name}: the input must have shape {want}, got {tuple(A.shape)}")
-
-
-def _robust(name, primary, A, *, square=False):
-    """``primary(A)`` (*batch, k), with each failing batch element recomputed through ``_FALLBACKS[name]``."""
-    _check(f"rcteach.linalg.{name}", A, square=square)
+def _robust(name, primary, A):
+    """``primary(A)`` (*batch, k), with each failing finite batch element recomputed through ``_FALLBACKS[name]``."""
     try:
         out = primary(A)
     except torch.linalg.LinAlgError:
@@ -117,8 +114,7 @@ def _robust(name, primary, A, *, square=False):
             return out
     flat = A.detach().reshape(-1, *A.shape[-2:])
     if out is None:
-        real = torch.real(A).dtype
-        dtype = torch.promote_types(real, torch.complex64) if name == "eigvals" else real  # torch's result dtype
+        dtype = torch.promote_types(A.dtype, torch.complex64) if name == "eigvals" else A.dtype  # torch's
         k = min(A.shape[-2:]) if name == "svdvals" else A.shape[-1]
         out = torch.full((len(flat), k), math.nan, dtype=dtype, device=A.device)
         reasons = ["non-finite values"] * len(flat)
@@ -136,7 +132,7 @@ def _robust(name, primary, A, *, square=False):
                       "values come from a scipy LAPACK fallback and carry no gradient", UserWarning, stacklevel=3)
     for i in bad:
         a = flat[i].cpu().numpy()
-        if np.isfinite(a).all():  # a non-finite input keeps torch's NaN: the caller validates
+        if np.isfinite(a).all():  # a non-finite element (unchecked callers only) keeps torch's values
             w = _first_finite(name, a, f"torch: {reasons[i]}", _element(i, A.shape[:-2]))
             out[i] = w.to(dtype=out.dtype, device=out.device)
     return out.reshape(*A.shape[:-2], out.shape[-1])
@@ -188,16 +184,16 @@ def eigvals(A) -> torch.Tensor:
 
     Survives a failing driver (module doc: torch ``geev``, then scipy ``geev``, then complex Schur).
     """
-    return _robust("eigvals", _torch_eigvals, A, square=True)
+    return eigvals_unchecked(_validate.matrix("A", A, square=True))
 
 
 def eigvalsh(H) -> torch.Tensor:
-    """Eigenvalues of symmetric (Hermitian) H (*batch, n, n), real, ascending, as ``torch.linalg.eigvalsh``.
+    """Eigenvalues of symmetric H (*batch, n, n), real, ascending, as ``torch.linalg.eigvalsh``.
 
     Only the lower triangle is read.  Survives a failing driver (module doc: torch ``syevd``, then scipy
     ``syevr``, then ``syev`` in float64).
     """
-    return _robust("eigvalsh", _torch_eigvalsh, H, square=True)
+    return eigvalsh_unchecked(_validate.matrix("H", H, square=True))
 
 
 def svdvals(X) -> torch.Tensor:
@@ -205,4 +201,19 @@ def svdvals(X) -> torch.Tensor:
 
     Survives a failing driver (module doc: torch ``gesdd``, then scipy ``gesdd``, then ``gesvd``).
     """
+    return svdvals_unchecked(_validate.matrix("X", X))
+
+
+def eigvals_unchecked(A) -> torch.Tensor:
+    """:func:`eigvals` without the input checks, for callers that validated A."""
+    return _robust("eigvals", _torch_eigvals, A)
+
+
+def eigvalsh_unchecked(H) -> torch.Tensor:
+    """:func:`eigvalsh` without the input checks, for callers that validated H."""
+    return _robust("eigvalsh", _torch_eigvalsh, H)
+
+
+def svdvals_unchecked(X) -> torch.Tensor:
+    """:func:`svdvals` without the input checks, for callers that validated X."""
     return _robust("svdvals", _torch_svdvals, X)

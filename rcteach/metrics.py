@@ -29,7 +29,7 @@ def squared_singular_values(X) -> torch.Tensor:
     needs.  No validation (callers validate); the graph is kept.
     """
     gram = X @ X.mT if X.shape[-2] <= X.shape[-1] else X.mT @ X  # (*batch, min(m, n), min(m, n))
-    return linalg.eigvalsh(gram).clamp_min(0).flip(-1)
+    return linalg.eigvalsh_unchecked(gram).clamp_min(0).flip(-1)
 
 
 def stable_rank_from_squared(sq, *, gram=False) -> torch.Tensor:
@@ -105,7 +105,7 @@ def spectrum(A) -> torch.Tensor:
 
 
 def _spectrum(A):
-    ev = linalg.eigvals(A)  # (*batch, T)
+    ev = linalg.eigvals_unchecked(A)  # (*batch, T)
     order = ev.abs().argsort(dim=-1, descending=True, stable=True)
     return ev.gather(-1, order)
 
