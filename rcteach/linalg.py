@@ -16,7 +16,9 @@ solvers on a GPU).  That fast path costs one extra reduction (is every result fi
 Then, for each batch element where torch raised ``LinAlgError`` or returned a non-finite value for
 a finite input, and only for those, the element goes on the CPU through a chain of other drivers of
 scipy's LAPACK (reference LAPACK built on OpenBLAS, a different implementation from MKL), each a
-correct algorithm for any input, until one gives finite values:
+correct algorithm for any input, until one gives finite values.  The element is first divided by a
+power of two near its largest entry (exact; the values are multiplied back): scipy 1.17.1's ``geev``
+gives the eigenvalues of 1e150 I as 1.49e138, its own scaling of a huge matrix never undone.
 
 * :func:`eigvals`  (general A): torch ``eigvals`` -> scipy ``geev`` (Hessenberg QR with balancing) ->
   the diagonal of the complex Schur form, ``zgees`` (complex arithmetic, no balancing);
@@ -36,9 +38,9 @@ error: a finite input never comes back as NaN.  The input must be a real float32
 finite entries (TypeError or ValueError otherwise, naming the argument: MKL answers NaN input with
 finite garbage).  ``eigvals_unchecked``, ``eigvalsh_unchecked`` and ``svdvals_unchecked`` skip that
 check, one pass over the input, for callers that validated it (:mod:`rcteach._validate`); a non-finite
-element is then left as torch returned it.  Tests (``tests/test_degenerate.py``) force the
-torch call to raise, and to return NaN, and check every spectral function of rcteach through the
-fallbacks, and run the degenerate-input suite under each MKL code path.
+element is then left as torch returned it.  ``tests/test_degenerate.py`` forces the torch calls to
+raise, and to return NaN, and checks every spectral function of rcteach through the fallbacks;
+``tests/test_degenerate_mkl.py`` runs the degenerate-input suite under each MKL code path.
 """
 
 from __future__ import annotations
@@ -83,10 +85,10 @@ def _scipy_syev64(a):
     return syev(a.astype(np.float64), driver="ev", check_finite=False)
 
 
-def _scipy_gesdd(a):
+def _scipy_gesdd64(a):
     from scipy.linalg import svdvals as gesdd
 
-    return gesdd(a, check_finite=False)
+    return gesdd(a.astype(np.float64), check_finite=False)
 
 
 def _scipy_gesvd64(a):
@@ -98,8 +100,7 @@ def _scipy_gesvd64(a):
 _FALLBACKS = {
     "eigvals": (("scipy geev", _scipy_geev), ("scipy zgees", _scipy_zgees)),
     "eigvalsh": (("scipy syevr", _scipy_syevr), ("scipy syev (float64)", _scipy_syev64)),
-    "svdvals": (("scipy gesdd (float64)", lambda a: _scipy_gesdd(a.astype(np.float64))),
-                ("scipy gesvd (float64)", _scipy_gesvd64)),
+    "svdvals": (("scipy gesdd (float64)", _scipy_gesdd64), ("scipy gesvd (float64)", _scipy_gesvd64)),
 }
 
 
@@ -146,10 +147,8 @@ def _element(i, batch) -> tuple:
 def _first_finite(name, a, torch_error, element) -> torch.Tensor:
     """The values of one finite element ``a`` (numpy) from the first fallback that gives finite numbers.
 
-    ``a`` is first divided by the power of two s nearest below max|a_ij| (exact), and the values multiplied
-    back by s: the values are homogeneous of degree one, and LAPACK's own scaling of a huge matrix is not
-    to be trusted (scipy 1.17.1's ``geev`` returns the eigenvalues of 1e150 I as 1.49e138: the matrix scaled
-    down to LAPACK's bignum, never scaled back).
+    ``a`` is divided by s, the largest power of two <= max|a_ij| (exact), and the values multiplied back by s
+    (they are homogeneous of degree one), so that no driver scales a huge or tiny matrix itself (module doc).
     """
     top = float(np.abs(a).max())
     scale = 2.0 ** math.floor(math.log2(top)) if top > 0 else 1.0
