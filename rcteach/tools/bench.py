@@ -30,6 +30,8 @@ Three sections, measured in one run and written to one tidy CSV (``--csv``, a ``
 
 Peak memory: :func:`rcteach.tools.memory.peak_memory_mb`, one extra untimed call after the timed ones.
 ``--grid``: the authors' whole grid side by side with their code (:mod:`rcteach.tools.bench_grid`).
+``--threads``: the README's ``check`` in a default environment against pinned threads
+(:mod:`rcteach.tools.bench_threads`).
 
 Presets: ``--quick`` (T <= 256, a few seconds), the default (T up to 1024), and
 ``--gpu-suite`` (CUDA, T up to 16384 within a time budget; see scripts/gpu_benchmark.sh).
@@ -349,6 +351,11 @@ def write_csv(rows: list[dict], path) -> None:
 
 
 def main(args) -> int:
+    if getattr(args, "threads", False):
+        from .bench_threads import format_threads, threads_side_by_side
+
+        print(format_threads(threads_side_by_side(repeats=args.repeats or 1)))
+        return 0
     if getattr(args, "grid", False):
         from .bench_grid import format_grid, grid_side_by_side
 
