@@ -6,7 +6,7 @@ import pytest
 
 from rcteach import grid
 from rcteach.tools.cli import main
-from rcteach.tools.sweep import Table, executor_from
+from rcteach.sweep import SweepTable, executor_from
 
 SMALL = dict(configs="A_perp + LN,A(X)_perp", T=[6, 8], gamma=[1.0, 0.5], depth=3, seeds=2, progress=False)
 COLUMNS = ["config", "T", "gamma", "seed", "layer", "stable_rank", "stable_rank_gram", "relative_mu", "log_norm"]
@@ -20,7 +20,7 @@ def test_cli_writes_resumes_and_refuses_other_settings(tmp_path, capsys):
     args = ["sweep", str(tmp_path), "--configs", "A,A(X) + skip", "--T", "6", "8", "--gamma", "1", "0.5",
             "--seeds", "2", "--depth", "3", "--quiet"]
     assert main(args) == 0
-    table = Table.read_csv(tmp_path / "depth.csv")
+    table = SweepTable.read_csv(tmp_path / "depth.csv")
     assert table.columns == COLUMNS and len(table) == 2 * 4 * 2 * 3
     assert sorted(set(table["layer"])) == [1, 2, 3] and set(table["config"]) == {"A", "A(X) + skip"}
     full = _csv(tmp_path)
@@ -30,7 +30,7 @@ def test_cli_writes_resumes_and_refuses_other_settings(tmp_path, capsys):
     assert main(args[:-3] + ["--depth", "4", "--quiet"]) == 2  # other settings: refused
     assert "other settings" in capsys.readouterr().err
     assert main(args[:-3] + ["--depth", "4", "--quiet", "--force"]) == 0
-    assert len(Table.read_csv(tmp_path / "depth.csv")) == 2 * 4 * 2 * 4
+    assert len(SweepTable.read_csv(tmp_path / "depth.csv")) == 2 * 4 * 2 * 4
     assert main(["sweep", str(tmp_path / "x"), "--configs", "B", "--quiet"]) == 2
 
 

@@ -112,7 +112,7 @@ def _bench(args) -> int:
 
 def _sweep(args) -> int:
     from ..grid import run_grid
-    from .sweep import executor_from
+    from ..sweep import executor_from
 
     if args.device is not None and not args.dask:
         arg.checked_device(args.device)
