@@ -71,7 +71,7 @@ from .attention import LN2
 from .device import resolve
 from .grid_kernels import (_centred_softmax, _draws, _initial, _layernorm, _metrics, _mm, _Rotation, bartlett,
                            centred_softmax, top_and_rest)
-from .sweep import SweepTable, point_seed, sweep
+from .sweep import SweepTable, check_executor, point_seed, sweep
 from .width import width_dims
 
 __all__ = ["Config", "CONFIGS", "GRID", "METRICS", "config_names", "centred_softmax", "bartlett", "top_and_rest", "simulate",
@@ -278,6 +278,7 @@ def run_grid(out, configs="all", *, T=None, gamma=None, depth=10, seeds=5, base_
     progress = _validate.flag("progress", progress)
     settings = dict(configs=names, depth=depth, seeds=seeds, base_seed=base_seed, authors_skip=authors_skip,
                     dtype=dtype, device=resolve(device)[0].type)
+    check_executor(executor)
     _make_folder(os.fspath(out))
     fn = _Point(names, depth, seeds, authors_skip, dtype, device)
     return sweep(fn, grid, seeds=seeds, path=os.path.join(out, "depth.csv"), force=force, settings=settings,

@@ -23,6 +23,7 @@ import contextlib
 import csv
 import itertools
 import os
+import re
 import statistics
 import time
 import zlib
@@ -33,7 +34,7 @@ import torch
 from . import _validate
 from .sweep_store import PointSpec, Store, describe, parse_cell, point_key, say
 
-__all__ = ["SweepTable", "grid_points", "point_seed", "sweep", "executor_from"]
+__all__ = ["SweepTable", "grid_points", "point_seed", "sweep", "check_executor", "dask_spec", "executor_from"]
 
 
 class SweepTable:
@@ -174,24 +175,53 @@ def _timed(fn, point, seeds, seed):
     return result, time.perf_counter() - start
 
 
+_ADDRESS = re.compile(r"([a-z][a-z0-9+.-]*://)?[^\s:/]+(:\d+)?")
+
+
+def dask_spec(spec) -> str:
+    """``spec`` if it names a dask cluster: ``"local:N"`` (N >= 1 local worker processes) or a scheduler
+    address (``"tcp://host:8786"``, ``"host:8786"``); ValueError saying what was expected otherwise."""
+    if not isinstance(spec, str):
+        raise TypeError(f"a dask cluster is named by a str ('local:N' or a scheduler address), got {type(spec).__name__}")
+    workers = spec.removeprefix("local:")
+    if workers != spec:
+        if not (workers.isdigit() and int(workers) >= 1):
+            raise ValueError(f"expected 'local:N' with N >= 1 local workers, got {spec!r}")
+    elif not _ADDRESS.fullmatch(spec) or ("://" not in spec and ":" not in spec):
+        raise ValueError(f"expected 'local:N' or a scheduler address such as tcp://host:8786, got {spec!r}")
+    return spec
+
+
 def executor_from(spec):
-    """A dask ``Client`` from ``spec``: ``"local:N"`` (its own LocalCluster of N single-threaded worker
-    processes, closed with the client) or a scheduler address (``"tcp://host:8786"``).  Needs
-    ``pip install rcteach[cluster]``; close it with ``client.close()``."""
-    if not isinstance(spec, str) or not spec:
-        raise ValueError(f"dask must be 'local:N' or a scheduler address, got {spec!r}")
-    if spec.startswith("local:"):
-        n = spec.split(":", 1)[1]
-        if not n.isdigit() or int(n) < 1:
-            raise ValueError(f"dask='local:N' needs a worker count N >= 1, got {spec!r}")
+    """A dask ``Client`` from ``spec`` (:func:`dask_spec`): ``"local:N"`` (its own LocalCluster of N
+    single-threaded worker processes, closed with the client) or a scheduler address
+    (``"tcp://host:8786"``).  Needs ``pip install rcteach[cluster]``; close it with ``client.close()``."""
+    spec = dask_spec(spec)
     try:
         from dask.distributed import Client
     except ImportError as err:  # pragma: no cover - depends on the environment
         raise ImportError("dask is optional: pip install 'rcteach[cluster]' (or -r requirements-cluster.txt)") from err
     if spec.startswith("local:"):
-        return Client(n_workers=int(spec.split(":", 1)[1]), threads_per_worker=1, processes=True,
+        return Client(n_workers=int(spec.removeprefix("local:")), threads_per_worker=1, processes=True,
                       dashboard_address=None)
-    return Client(spec)
+    try:
+        return Client(spec)
+    except OSError as err:  # nothing listening there, or a timeout
+        raise ValueError(f"cannot reach a dask scheduler at {spec!r}: {err}") from None
+
+
+def check_executor(executor):
+    """``executor`` if :func:`sweep` can run points on it: None, anything with a ``submit`` method, or a
+    dask cluster's name (:func:`dask_spec`); TypeError or ValueError naming ``executor`` otherwise."""
+    if isinstance(executor, str):
+        try:
+            dask_spec(executor)
+        except ValueError as err:
+            raise ValueError(f"executor: {err}") from None
+    elif executor is not None and not callable(getattr(executor, "submit", None)):
+        raise TypeError(f"executor must have a submit method (an Executor or a dask Client) or name a dask "
+                        f"cluster ('local:N', 'tcp://host:port'), got {type(executor).__name__}")
+    return executor
 
 
 def _seeds_complete(point, rows, seeds):
@@ -266,8 +296,9 @@ def sweep(fn: Callable, grid: Mapping[str, list], *, seeds=1, path=None, resume=
     executor : optional
         Run the points on any ``concurrent.futures.Executor`` or dask ``Client`` (anything with
         ``submit(fn, *args, **kwargs)`` returning a future with ``result()``; ``fn`` must pickle, e.g. a
-        top-level function).  All points are submitted at once; the driver collects them in grid order
-        and stores each as it comes.
+        top-level function), or on a dask cluster named by a str (:func:`executor_from`: ``"local:N"``,
+        a scheduler address), started after the store's checks and closed at the end.  All points are
+        submitted at once; the driver collects them in grid order and stores each as it comes.
     timing : bool
         Add the ``seconds`` column (False: a table that depends only on the seeds).
 
@@ -288,9 +319,7 @@ def sweep(fn: Callable, grid: Mapping[str, list], *, seeds=1, path=None, resume=
                                         ("timing", timing)))
     if check_rows is not None and not callable(check_rows):
         raise TypeError(f"check_rows must be callable or None, got {type(check_rows).__name__}")
-    if executor is not None and not callable(getattr(executor, "submit", None)):
-        raise TypeError(f"executor must have a submit method (an Executor or a dask Client), "
-                        f"got {type(executor).__name__}")
+    check_executor(executor)
     if desc is not None and not isinstance(desc, str):
         raise TypeError(f"desc must be a str or None, got {type(desc).__name__}")
 
@@ -315,13 +344,15 @@ def sweep(fn: Callable, grid: Mapping[str, list], *, seeds=1, path=None, resume=
             store = stack.enter_context(Store(_table_path(path, grid), _settings(settings, grid, seeds, base_seed,
                                                                                   timing)))
             store.open(resume=resume, force=force)
-            done, bad = store.load(PointSpec(tuple(grid), seeds, lambda p: point_seed(p, base_seed), check))
+            done, bad = store.load(PointSpec(tuple(grid), seeds, lambda p: point_seed(p, base_seed), check), points)
             wanted = {point_key(p) for p in points}
             for point, reason in bad:
                 named = isinstance(point, dict)
                 redo = named and point_key(point) in wanted
                 say(f"{'redoing' if redo else 'dropped'} stored point {describe(point) if named else point}: {reason}")
         todo = [p for p in points if point_key(p) not in done]
+        if isinstance(executor, str) and todo:  # a cluster of our own, after every check, closed at the end
+            executor = stack.enter_context(contextlib.closing(executor_from(executor)))
         results = stack.enter_context(contextlib.closing(_results(fn, todo, seeds, base_seed, executor)))
         from tqdm.auto import tqdm
 

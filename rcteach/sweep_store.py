@@ -213,19 +213,21 @@ class Store:
                              "settings": self.settings, "columns": columns, "rows": body}, separators=(",", ":"))
         self._write(self._file(point), f"{record}\n{hashlib.sha256(record.encode()).hexdigest()}\n".encode())
 
-    def load(self, spec: PointSpec) -> tuple[dict, list]:
+    def load(self, spec: PointSpec, points: Sequence[Mapping] = ()) -> tuple[dict, list]:
         """The stored points that pass every check, {point key: (point, rows)}, and those that do not,
-        [(point or file name, reason)] (their files deleted).  Imports a folder without a store first."""
+        [(point, or file name if it is none of ``points``, reason)] (their files deleted).  Imports a folder
+        without a store first."""
         if not os.path.isdir(self.points):
             self._os(os.makedirs, self.points)
             if os.path.isfile(self.csv):
                 self._import(spec)
+        named = {self._file(p): p for p in points}
         good, bad = {}, []
         for name in sorted(self._stored()):
             try:
                 point, rows = self._read(name, spec)
             except ValueError as err:
-                bad.append((getattr(err, "point", None) or os.path.basename(name), str(err)))
+                bad.append((getattr(err, "point", None) or named.get(name, os.path.basename(name)), str(err)))
                 os.remove(name)
                 continue
             good[point_key(point)] = (point, rows)
@@ -248,7 +250,7 @@ class Store:
         try:
             rec = json.loads(record)
         except ValueError:
-            raise ValueError("not valid JSON") from None
+            raise ValueError("not valid JSON (a damaged file)") from None
         if not isinstance(rec, dict) or rec.get("format") != FORMAT:
             raise ValueError(f"not a {FORMAT} file")
         point = rec.get("point")
