@@ -385,7 +385,7 @@ def _table_path(path, grid) -> str:
         raise TypeError(f"path must be a file path (str or os.PathLike), got {type(path).__name__}")
     path = os.fspath(path)
     folder = os.path.dirname(path) or "."
-    if not path or os.path.isdir(path) or not os.path.isdir(folder):
+    if not path or not os.path.isdir(folder):
         raise ValueError(f"path must be a CSV file name in an existing folder, got {path!r}")
     for k, vals in grid.items():
         for v in vals:

@@ -135,7 +135,17 @@ class Store:
     # -- the lock ---------------------------------------------------------------------------------------
 
     def __enter__(self) -> "Store":
-        fd = self._os(os.open, self.lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+        for path, folder in ((self.csv, False), (self.settings_file, False), (self.lock_file, False),
+                             (self.points, True)):
+            if os.path.exists(path) and os.path.isdir(path) != folder:
+                raise StoreError(f"{path} is a {'file' if folder else 'folder'}, where the sweep keeps its "
+                                 f"{'points (a folder)' if folder else 'files'}: move it away")
+        try:
+            fd = self._os(os.open, self.lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+        except DiskFull:
+            raise
+        except OSError as err:
+            raise StoreError(f"cannot write in {os.path.dirname(self.lock_file) or '.'}: {err.strerror or err}") from None
         try:
             if not _try_lock(fd):
                 holder = os.read(fd, 32).decode(errors="replace").strip()

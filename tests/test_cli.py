@@ -246,7 +246,7 @@ REFUSED_AFTER_PARSING = [  # (arguments, what the message says): checked after p
     (["sweep", "OUT", "--device", "meta"], "--device: the meta device holds no data"),
     (["student-copy", "CHAPTER", "CHAPTER2", "-o", "OUT"], "paths: two chapters would both be written to OUT/x.md"),
     (["student-copy", "BADNB", "-o", "OUT"], "path BADNB is not a notebook jupytext can read"),
-    (["student-copy", "CHAPTER", "-o", "CHDIR"], "the student copy would overwrite CHAPTER"),
+    (["student-copy", "CHAPTER", "-o", "CHDIR"], "the student copy would overwrite CHAPTER: choose another out_dir (-o)"),
     (["assign", "--source", "EMPTY"], "--source EMPTY holds no master notebooks"),
 ]
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from rcteach import grid
-from rcteach.sweep import SweepTable, executor_from
+from rcteach.sweep import SweepTable, executor_from, sweep
 from rcteach.sweep_store import Store
 from rcteach.tools.cli import main
 
@@ -246,20 +246,43 @@ def test_a_file_size_limit_stops_cleanly_and_the_rerun_finishes(share, reference
     assert status == 0 and (out / "depth.csv").read_bytes() == reference and "redoing" not in err
 
 
-@pytest.fixture
-def small_filesystem(tmp_path):
-    """A 20 KiB tmpfs mounted at tmp_path/disk (needs root and mount rights; skipped otherwise)."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
+@contextlib.contextmanager
+def _tmpfs(folder, options):
+    """A tmpfs mounted at ``folder`` with ``options`` (needs root and mount rights; the test is skipped otherwise)."""
+    folder.mkdir()
     if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("mounting a small tmpfs needs root")
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=20k", "tmpfs", str(disk)], capture_output=True, text=True)
+        pytest.skip("mounting a tmpfs needs root")
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)], capture_output=True, text=True)
     if proc.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
     try:
-        yield disk
+        yield folder
     finally:
-        subprocess.run(["umount", str(disk)], check=True)
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+@pytest.fixture
+def small_filesystem(tmp_path):
+    """A 20 KiB tmpfs at tmp_path/disk."""
+    with _tmpfs(tmp_path / "disk", "size=20k") as disk:
+        yield disk
+
+
+def test_an_out_that_cannot_hold_the_store_is_refused(tmp_path, capsys):
+    """A folder where depth.csv belongs, a file where depth.points/ belongs, a read-only OUT: exit 2 naming it."""
+    for name in ("depth.csv", "depth.points"):
+        out = tmp_path / name.replace(".", "-")
+        out.mkdir()
+        (out / name).mkdir() if name.endswith(".csv") else (out / name).write_text("")
+        status, err = _sweep(out, capsys)
+        assert status == 2 and f"{out / name} is a " in err and "move it away" in err, err
+    with _tmpfs(tmp_path / "readonly", "ro,size=16k") as readonly:
+        status, err = _sweep(readonly, capsys)
+        assert status == 2 and "is not writable" in err, err  # refused while parsing OUT
+        with pytest.raises(ValueError, match=f"out: the folder {readonly} is not writable"):
+            grid.run_grid(readonly, **SMALL)
+        with pytest.raises(ValueError, match=f"cannot write in {readonly}: Read-only file system"):
+            sweep(lambda a, seeds, seed: 1.0, {"a": [1]}, path=readonly / "t.csv", progress=False)
 
 
 def test_a_full_disk_stops_cleanly_and_the_rerun_with_space_finishes(small_filesystem, reference, capsys):

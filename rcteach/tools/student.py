@@ -100,7 +100,7 @@ def _target(path, out_dir, to) -> pathlib.Path:
         raise ValueError(f"to must be one of {sorted(_FORMATS)}, got {to!r}")
     target = pathlib.Path(out_dir) / (path.stem + _FORMATS[to][1])
     if target.resolve() == path.resolve():
-        raise ValueError(f"the student copy would overwrite {path}: choose another out_dir")
+        raise ValueError(f"the student copy would overwrite {path}: choose another out_dir (-o)")
     return target
 
 
