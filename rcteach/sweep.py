@@ -224,7 +224,7 @@ def check_executor(executor):
     return executor
 
 
-def _seeds_complete(point, rows, seeds):
+def _seeds_complete(rows, seeds):
     """Rows with a ``seed`` column hold every seed index 0..seeds-1, each equally often (ValueError if not)."""
     if not rows:
         raise ValueError("no rows")
@@ -324,7 +324,7 @@ def sweep(fn: Callable, grid: Mapping[str, list], *, seeds=1, path=None, resume=
         raise TypeError(f"desc must be a str or None, got {type(desc).__name__}")
 
     def check(point, rows):
-        _seeds_complete(point, rows, seeds)
+        _seeds_complete(rows, seeds)
         if check_rows is not None:
             check_rows(point, rows)
 
@@ -360,12 +360,12 @@ def sweep(fn: Callable, grid: Mapping[str, list], *, seeds=1, path=None, resume=
         for point, (result, seconds) in tqdm(results, total=len(todo), desc=desc or getattr(fn, "__name__", "sweep"),
                                              disable=not progress, leave=False):
             rows = rows_of(point, result, seconds)
-            done[point_key(point)] = (point, rows)
             if store is not None:
-                store.put(point, point_seed(point, base_seed), seeds, rows)
-                if time.monotonic() - exported > EXPORT_EVERY_S:
-                    store.export(_in_order(done, points))
-                    exported = time.monotonic()
+                rows = store.put(point, point_seed(point, base_seed), seeds, rows)
+            done[point_key(point)] = (point, rows)
+            if store is not None and time.monotonic() - exported > EXPORT_EVERY_S:
+                store.export(_in_order(done, points))
+                exported = time.monotonic()
         table = _in_order(done, points)
         if store is not None:
             store.export(table)

@@ -141,10 +141,10 @@ class Store:
                 raise StoreError(f"{path} is a {'file' if folder else 'folder'}, where the sweep keeps its "
                                  f"{'points (a folder)' if folder else 'files'}: move it away")
         try:
-            fd = self._os(os.open, self.lock_file, os.O_RDWR | os.O_CREAT, 0o644)
-        except DiskFull:
-            raise
+            fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as err:
+            if err.errno in _FULL:
+                raise self._full(self.lock_file, err) from None
             raise StoreError(f"cannot write in {os.path.dirname(self.lock_file) or '.'}: {err.strerror or err}") from None
         try:
             if not _try_lock(fd):
@@ -210,8 +210,9 @@ class Store:
     def _file(self, point: Mapping) -> str:
         return os.path.join(self.points, hashlib.sha256(repr(point_key(point)).encode()).hexdigest()[:24] + ".json")
 
-    def put(self, point: Mapping, seed: int, seeds: int, rows: Sequence[Mapping]) -> None:
-        """Store a finished point (atomically); its rows must all have the same columns and hold only scalars."""
+    def put(self, point: Mapping, seed: int, seeds: int, rows: Sequence[Mapping]) -> list[dict]:
+        """Store a finished point (atomically) and return its rows as stored (NumPy and 0-d torch scalars
+        unwrapped); the rows must all have the same columns and hold only scalars."""
         columns = list(rows[0]) if rows else []
         body = []
         for r in rows:
@@ -222,6 +223,7 @@ class Store:
         record = json.dumps({"format": FORMAT, "point": dict(point), "seed": seed, "seeds": seeds,
                              "settings": self.settings, "columns": columns, "rows": body}, separators=(",", ":"))
         self._write(self._file(point), f"{record}\n{hashlib.sha256(record.encode()).hexdigest()}\n".encode())
+        return [dict(zip(columns, r)) for r in body]
 
     def load(self, spec: PointSpec, points: Sequence[Mapping] = ()) -> tuple[dict, list]:
         """The stored points that pass every check, {point key: (point, rows)}, and those that do not,
@@ -307,6 +309,7 @@ class Store:
             row = {k: parse_cell(v) for k, v in zip(header, r)}
             point = {k: row[k] for k in spec.names}
             groups.setdefault(point_key(point), (point, []))[1].append(row)
+        imported = 0
         for point, rows in groups.values():
             try:
                 _check(spec, point, rows)
@@ -314,7 +317,8 @@ class Store:
                 say(f"{self.csv}: not importing point {describe(point)}: {err}")
                 continue
             self.put(point, spec.seed_of(point), spec.seeds, rows)
-        say(f"imported {self.csv} into the store {self.points}")
+            imported += 1
+        say(f"imported {imported} complete point(s) of {self.csv} (a table without a store) into {self.points}")
 
     # -- the table ------------------------------------------------------------------------------------
 
@@ -381,7 +385,7 @@ def _check(spec: PointSpec, point: Mapping, rows: list) -> None:
 
 def _scalar(value, column, point):
     """``value`` as a JSON scalar (a NumPy or 0-d torch scalar is unwrapped); TypeError for anything else."""
-    if not isinstance(value, _SCALARS) and callable(getattr(value, "item", None)):
+    if type(value) not in _SCALARS and callable(getattr(value, "item", None)):  # numpy.float64 too
         try:
             value = value.item()
         except (ValueError, RuntimeError):

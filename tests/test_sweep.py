@@ -145,3 +145,55 @@ def test_sweep_layers_column(tmp_path):
     with pytest.raises(ValueError, match="layers"):
         sweep(lambda a, seeds, seed: {"x": torch.zeros(3, seeds), "y": torch.zeros(2, seeds)}, {"a": [1]},
               progress=False)
+
+
+def test_grid_values_twice_or_unstorable_are_refused(tmp_path):
+    with pytest.raises(ValueError, match=r"grid\['a'\] has a value twice"):
+        sweep(toy, {"a": [1, 1], "b": [3]}, progress=False)
+    with pytest.raises(TypeError, match=r"grid\['b'\]: a stored sweep needs values that a CSV cell keeps"):
+        sweep(toy, {"a": [1], "b": [(3, 4)]}, path=tmp_path / "s.csv", progress=False)
+    with pytest.raises(ValueError, match="path must be a CSV file name in an existing folder"):
+        sweep(toy, {"a": [1], "b": [3]}, path=tmp_path / "missing" / "s.csv", progress=False)
+    assert not list(tmp_path.iterdir())  # refused before anything was written
+
+
+def test_stored_rows_are_what_a_rerun_reads(tmp_path):
+    """NumPy scalars are stored as numbers (and returned so); other objects are refused naming the column;
+    points stored by an earlier, larger grid stay in the table after the grid's own."""
+    import numpy as np
+
+    def rows(a, seeds, seed):
+        return [{"seed": s, "x": np.float64(a + s / 10)} for s in range(seeds)]
+
+    path = tmp_path / "s.csv"
+    first = sweep(rows, {"a": [1, 2]}, seeds=2, path=path, progress=False, timing=False)
+    assert type(first["x"][0]) is float and first["x"] == [1.0, 1.1, 2.0, 2.1]
+    again = sweep(rows, {"a": [2]}, seeds=2, path=path, progress=False, timing=False)
+    assert again.rows == first.rows[2:] + first.rows[:2]  # the grid's point first, then the other stored one
+    assert SweepTable.read_csv(path).rows == again.rows
+    with pytest.raises(TypeError, match="fn returned a list in column 'x' at a=3"):
+        sweep(lambda a, seeds, seed: [{"seed": s, "x": [1.0]} for s in range(seeds)], {"a": [3]}, seeds=2, path=path,
+              progress=False, timing=False)
+
+
+def test_a_cluster_named_by_a_string_is_started_after_the_checks_and_closed(tmp_path, monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from rcteach import sweep as sweep_module
+
+    started = []
+
+    class Client(ThreadPoolExecutor):  # what executor_from returns: an executor with close()
+        close = ThreadPoolExecutor.shutdown
+
+    def fake(spec):
+        started.append(spec)
+        return Client(1)
+
+    monkeypatch.setattr(sweep_module, "executor_from", fake)
+    table = sweep(toy, {"a": [1], "b": [3, 4]}, seeds=2, executor="local:3", progress=False, timing=False)
+    assert started == ["local:3"] and table.rows == sweep(toy, {"a": [1], "b": [3, 4]}, seeds=2, progress=False,
+                                                           timing=False).rows
+    with pytest.raises(ValueError, match="executor: expected 'local:N' with N >= 1"):
+        sweep(toy, {"a": [1], "b": [3]}, executor="local:0", progress=False)
+    assert started == ["local:3"]
