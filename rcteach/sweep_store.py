@@ -167,9 +167,8 @@ class Store:
     # -- settings -------------------------------------------------------------------------------------------
 
     def open(self, *, resume: bool = True, force: bool = False) -> None:
-        """Get the store ready and record this run's settings: a new table if not ``resume``, or if the table
-        was made with other settings and ``force``; other settings without ``force``, or a damaged settings
-        file, raise :class:`StoreError`."""
+        """Get the store ready: a new table if not ``resume``, or if the table was made with other settings
+        and ``force``; other settings without ``force``, or a damaged settings file, raise :class:`StoreError`."""
         for tmp in _matching(self.points, "/*.tmp-*") + _matching(self.csv, ".tmp-*") + _matching(self.settings_file, ".tmp-*"):
             os.remove(tmp)  # what a killed writer left behind (there is no other writer: we hold the lock)
         if resume and (self._stored() or os.path.isfile(self.csv)):
@@ -188,7 +187,6 @@ class Store:
             for name in self._stored() + _matching(self.csv, ""):
                 os.remove(name)
             self._os(os.makedirs, self.points, exist_ok=True)
-        self._write(self.settings_file, (json.dumps(self.settings, indent=1) + "\n").encode())
 
     def _recorded_settings(self):
         """The settings in ``<stem>.json`` (None if there is no such file); StoreError if it is damaged."""
@@ -227,12 +225,15 @@ class Store:
 
     def load(self, spec: PointSpec, points: Sequence[Mapping] = ()) -> tuple[dict, list]:
         """The stored points that pass every check, {point key: (point, rows)}, and those that do not,
-        [(point, or file name if it is none of ``points``, reason)] (their files deleted).  Imports a folder
-        without a store first."""
-        if not os.path.isdir(self.points):
+        [(point, or file name if it is none of ``points``, reason)] (their files deleted); then records this
+        run's settings.  Imports a table written without a store first."""
+        if not os.path.isdir(self.points):  # a new store, or a table written before the store existed
+            old = self._old_points(spec) if os.path.isfile(self.csv) else []
             self._os(os.makedirs, self.points)
+            for point, rows in old:
+                self.put(point, spec.seed_of(point), spec.seeds, rows)
             if os.path.isfile(self.csv):
-                self._import(spec)
+                say(f"imported {len(old)} complete point(s) of {self.csv} (a table without a store) into {self.points}")
         named = {self._file(p): p for p in points}
         good, bad = {}, []
         for name in sorted(self._stored()):
@@ -243,6 +244,7 @@ class Store:
                 os.remove(name)
                 continue
             good[point_key(point)] = (point, rows)
+        self._write(self.settings_file, (json.dumps(self.settings, indent=1) + "\n").encode())
         return good, bad
 
     def _stored(self) -> list[str]:
@@ -286,39 +288,39 @@ class Store:
         _check(spec, point, rows)
         return point, rows
 
-    def _import(self, spec: PointSpec) -> None:
-        """Import ``<stem>.csv`` written before the store existed: each complete, valid point becomes a point file."""
+    def _old_points(self, spec: PointSpec) -> list[tuple[dict, list]]:
+        """The complete, valid points of ``<stem>.csv`` written before the store existed: (point, rows) each.
+
+        Rows that a crash tore (no line end, another number of fields) are dropped and a point that is not
+        complete is left out, each said on stderr; a table of other columns is a :class:`StoreError`."""
         with open(self.csv, newline="") as f:
             text = f.read()
         lines = list(csv.reader(io.StringIO(text)))
-        if not lines:
-            return
-        header, records = lines[0], lines[1:]
+        header, records = (lines[0], lines[1:]) if lines else ([], [])
         if records and not text.endswith(("\n", "\r")):
-            records = records[:-1]  # a torn last row (no line end): dropped
+            records = records[:-1]
             say(f"{self.csv}: dropped its last row (no line end: a torn write)")
-        torn = {i for i, r in enumerate(records) if len(r) != len(header)}
-        if torn:
-            say(f"{self.csv}: dropped {len(torn)} row(s) with another number of fields than its "
+        whole = [r for r in records if len(r) == len(header)]
+        if len(whole) < len(records):
+            say(f"{self.csv}: dropped {len(records) - len(whole)} row(s) with another number of fields than its "
                 f"{len(header)} columns (a torn write)")
-        if not set(spec.names) <= set(header):
+        if whole and not set(spec.names) <= set(header):
             raise StoreError(f"{self.csv} has no column(s) {sorted(set(spec.names) - set(header))}: not a sweep over "
                              "this grid; pass force=True (--force, or resume=False) to start a new table")
         groups: dict[tuple, tuple[dict, list]] = {}
-        for r in (r for i, r in enumerate(records) if i not in torn):
+        for r in whole:
             row = {k: parse_cell(v) for k, v in zip(header, r)}
             point = {k: row[k] for k in spec.names}
             groups.setdefault(point_key(point), (point, []))[1].append(row)
-        imported = 0
+        complete = []
         for point, rows in groups.values():
             try:
                 _check(spec, point, rows)
             except ValueError as err:
                 say(f"{self.csv}: not importing point {describe(point)}: {err}")
                 continue
-            self.put(point, spec.seed_of(point), spec.seeds, rows)
-            imported += 1
-        say(f"imported {imported} complete point(s) of {self.csv} (a table without a store) into {self.points}")
+            complete.append((point, rows))
+        return complete
 
     # -- the table ------------------------------------------------------------------------------------
 

@@ -520,7 +520,7 @@ THEORY = [
      dict(T=INT_T, d=st.one_of(bad_int(minimum=1), st.just(3)), s2=BAD_S2, value_var=bad_real(positive=True), centred=BAD_FLAG)),
     (theory.first_value_gradient_rms, dict(T=4, d=4, s2=1.0), dict(s2=BAD_S2)),  # s2 checked without centring too
     (theory.noniso_bulk_radius, dict(T=8, d=8, s2=1.0), dict(T=INT_T, d=bad_int(minimum=1), s2=BAD_S2)),
-    (theory.noniso_width_slope, dict(gamma=0.5), dict(gamma=bad_real(positive=True))),
+    (theory.noniso_width_slope, dict(gamma=0.5), dict(gamma=bad_real(minimum=0.0))),  # gamma = 0: d -> infinity
     (theory.embedding_gram_stable_rank_excess, dict(T=64, d=8, shared_fraction=1 / 3),
      dict(T=INT_T, d=bad_int(minimum=1), shared_fraction=bad_real(minimum=0.0, maximum=1.0))),
     (theory.gaussian_value_lyapunov, dict(d=4), dict(d=bad_int(minimum=2))),

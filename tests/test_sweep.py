@@ -197,3 +197,15 @@ def test_a_cluster_named_by_a_string_is_started_after_the_checks_and_closed(tmp_
     with pytest.raises(ValueError, match="executor: expected 'local:N' with N >= 1"):
         sweep(toy, {"a": [1], "b": [3]}, executor="local:0", progress=False)
     assert started == ["local:3"]
+
+
+def test_a_foreign_table_is_refused_and_kept(tmp_path):
+    """A CSV of other columns where the table goes (no store next to it) is refused, every time, untouched."""
+    path = tmp_path / "s.csv"
+    SweepTable([{"c": 1, "v": 0.5}]).to_csv(path)
+    before = path.read_bytes()
+    for _ in range(2):
+        with pytest.raises(ValueError, match=r"has no column\(s\) \['a', 'b'\]: not a sweep over this grid"):
+            sweep(toy, {"a": [1], "b": [3]}, path=path, progress=False)
+    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["s.csv", "s.lock"]
+    assert len(sweep(toy, {"a": [1], "b": [3]}, path=path, resume=False, progress=False)) == 1
