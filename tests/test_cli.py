@@ -244,6 +244,7 @@ REFUSED_AFTER_PARSING = [  # (arguments, what the message says): checked after p
     (["sweep", "OUT", "--gamma", "1e-300"], "gamma=1e-300 at T=20 gives d = 2e+301 >= 2^53 dimensions"),
     (["sweep", "OUT", "--device", "cuda", "--dask", "local:2"], "--device: device='cuda' asks for CUDA"),
     (["sweep", "OUT", "--device", "meta"], "--device: the meta device holds no data"),
+    (["sweep", "OUT", "--T", "100000"], "T=100000 needs about 29802 GiB a point (40 networks of T x T in a batch)"),
     (["student-copy", "CHAPTER", "CHAPTER2", "-o", "OUT"], "paths: two chapters would both be written to OUT/x.md"),
     (["student-copy", "BADNB", "-o", "OUT"], "path BADNB is not a notebook jupytext can read"),
     (["student-copy", "CHAPTER", "-o", "CHDIR"], "the student copy would overwrite CHAPTER: choose another out_dir (-o)"),
