@@ -36,9 +36,10 @@ from .width import width_stable_ranks
 threads.configure()
 
 # Modules that moved (tools into rcteach.tools, the Wu et al. table experiment to wu_table): the old
-# import paths keep working for one release, with a DeprecationWarning.
+# import paths keep working for one release, with a DeprecationWarning.  (rcteach.sweep is the core
+# sweep engine again: it moved back from rcteach.tools.sweep.)
 _deprecation.moved_modules({**{f"rcteach.{tool}": f"rcteach.tools.{tool}"
-                               for tool in ("bench", "cli", "grading", "student", "sweep")},
+                               for tool in ("bench", "cli", "grading", "student")},
                             "rcteach.layernorm": "rcteach.wu_table"})
 
 __version__ = "0.1.0"

@@ -250,14 +250,14 @@ def run_check(name: str, mode: str = "quick", *, device=None, **overrides) -> Ch
     ``device`` is passed to checks that simulate (those with a ``device`` setting).  A check whose
     optional extra is not installed is not run: its result is SKIPPED, ``skipped`` says why.
     """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a check name (str), got {type(name).__name__}")
     if name not in _REGISTRY:
-        raise ValueError(f"no check named {name!r}; registered: {', '.join(_REGISTRY)}")
+        raise ValueError(f"name: no check named {name!r}; registered: {', '.join(_REGISTRY)}")
     check = _REGISTRY[name]
-    if device is not None:
-        if "device" not in inspect.signature(check.func).parameters:
-            device = None
-        else:
-            overrides["device"] = torch.device(device)
+    device = _device(device)
+    if device is not None and "device" in inspect.signature(check.func).parameters:
+        overrides["device"] = device
     setting = check.settings(mode, **overrides)
     if check.extra is not None and (reason := _extras.missing(check.extra)) is not None:
         return CheckResult(check, setting, None, 0.0, skipped=reason)
@@ -267,8 +267,23 @@ def run_check(name: str, mode: str = "quick", *, device=None, **overrides) -> Ch
     return CheckResult(check, setting, comparison, time.perf_counter() - start)
 
 
+def _device(device) -> torch.device | None:
+    """``device`` (None: each check's default) checked to exist here and to hold data (not ``meta``)."""
+    if device is None:
+        return None
+    device = _validate.device(device)
+    if device.type == "meta":
+        raise ValueError("device: the meta device holds no data to run a check on; use 'cpu' or 'cuda'")
+    return device
+
+
 def run_checks(mode: str = "quick", *, device=None, pattern: str = "*", progress: bool = False) -> list[CheckResult]:
     """Run every registered check whose name matches the glob ``pattern``."""
+    _validate.choice("mode", mode, MODES)
+    device = _device(device)
+    progress = _validate.flag("progress", progress)
+    if not isinstance(pattern, str):
+        raise TypeError(f"pattern must be a glob pattern (str), got {type(pattern).__name__}")
     names = [n for n in _REGISTRY if fnmatch.fnmatch(n, pattern)]
     if not names:
         raise ValueError(f"pattern {pattern!r} matches no check")
@@ -301,6 +316,8 @@ def check(*names: str, mode: str = "quick", device=None, **overrides) -> list[Ch
     """
     if not names:
         raise ValueError("names: give at least one check name or glob pattern")
+    _validate.choice("mode", mode, MODES)
+    device = _device(device)
     selected = []
     for pattern in names:
         if not isinstance(pattern, str):

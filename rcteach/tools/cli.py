@@ -119,22 +119,26 @@ def _bench(args) -> int:
 
 
 def _sweep(args) -> int:
-    from ..grid import run_grid
-    from .sweep import executor_from
+    import importlib.util
 
-    if args.device is not None and not args.dask:
-        arg.checked_device(args.device)
-    client = executor_from(args.dask) if args.dask else None
+    from ..grid import run_grid
+    from ..sweep_store import DiskFull
+
+    if args.dask and importlib.util.find_spec("distributed") is None:
+        raise UsageError("--dask needs dask: pip install 'rcteach[cluster]' (or -r requirements-cluster.txt)")
+    if args.device is not None and (args.dask is None or args.dask.startswith("local:")):
+        arg.checked_device(args.device)  # the points run on this machine
     start = time.perf_counter()
     try:
-        table = run_grid(args.out, args.configs, T=args.T, gamma=args.gamma, depth=args.depth, seeds=args.seeds,
-                         base_seed=args.base_seed, authors_skip=args.authors_skip, dtype=args.dtype,
-                         device=args.device, executor=client, force=args.force, progress=not args.quiet)
-    except ValueError as err:  # other settings in OUT, an unknown configuration: the arguments are at fault
+        table = run_grid(args.out, args.configs, T=arg.distinct("--T", args.T), gamma=arg.distinct("--gamma", args.gamma),
+                         depth=args.depth, seeds=args.seeds, base_seed=args.base_seed, authors_skip=args.authors_skip,
+                         dtype=args.dtype, device=args.device, executor=args.dask, force=args.force,
+                         progress=not args.quiet)
+    except DiskFull as err:  # the points finished so far are stored: rerun with space
+        print(f"{PROG} sweep: {err.strerror}", file=sys.stderr)
+        return 1
+    except ValueError as err:  # bad settings, other settings in OUT, OUT in use or damaged: exit 2
         raise UsageError(str(err)) from err
-    finally:
-        if client is not None:
-            client.close()
     print(f"grid: {len(table)} rows in {args.out}/depth.csv ({time.perf_counter() - start:.1f} s)")
     return 0
 
@@ -168,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     preset.add_argument("--quick", action="store_true", help="small sizes (T <= 256), a few seconds")
     preset.add_argument("--gpu-suite", action="store_true",
                         help="CUDA, T up to 16384 within --budget seconds (scripts/gpu_benchmark.sh)")
-    bench.add_argument("--sizes", type=arg.positive_int, nargs="+", default=None, help="values of T (default: the preset's)")
+    bench.add_argument("--sizes", type=arg.token_count, nargs="+", default=None, help="values of T (default: the preset's)")
     bench.add_argument("--depths", type=arg.positive_int, nargs="+", default=None, help="depths of the depth section")
     bench.add_argument("--batch", type=arg.positive_int, default=None, help="batch of independent matrices")
     bench.add_argument("--repeats", type=arg.positive_int, default=None, help="timed repeats (median reported)")
@@ -188,19 +192,20 @@ def build_parser() -> argparse.ArgumentParser:
     bench.set_defaults(func=_bench)
 
     sweep = sub.add_parser("sweep", help="run the authors' 25-configuration depth grid (rcteach.grid) into OUT/depth.csv")
-    sweep.add_argument("out", help="folder for depth.csv and its settings depth.json (rerun: resumes)")
+    sweep.add_argument("out", type=arg.output_dir,
+                       help="folder for depth.csv, its settings depth.json and its store depth.points/ (rerun: resumes)")
     sweep.add_argument("--configs", default="all", help="'all' (default) or NAME,NAME,... of rcteach.grid.CONFIGS")
-    sweep.add_argument("--T", type=arg.positive_int, nargs="+", default=None, help="token counts (default 20 40 60 80 100 150)")
-    sweep.add_argument("--gamma", type=arg.positive_float, nargs="+", default=None, help="T/d ratios (default 1 0.5 0.2)")
+    sweep.add_argument("--T", type=arg.token_count, nargs="+", default=None, help="token counts (default 20 40 60 80 100 150)")
+    sweep.add_argument("--gamma", type=arg.ratio, nargs="+", default=None, help="T/d ratios in (0, 1] (default 1 0.5 0.2)")
     sweep.add_argument("--seeds", type=arg.positive_int, default=5, help="runs per point (default 5, as the authors)")
     sweep.add_argument("--depth", type=arg.positive_int, default=10, help="layers, every one recorded (default 10)")
-    sweep.add_argument("--base-seed", type=arg.nonnegative_int, default=0, help="another independent replicate of the grid")
+    sweep.add_argument("--base-seed", type=arg.seed, default=0, help="another independent replicate of the grid")
     sweep.add_argument("--authors-skip", action="store_true",
                        help="reproduce the authors' doubled skip block (output x 2 in the '+ skip' configurations)")
     sweep.add_argument("--dtype", choices=["float32", "float64"], default="float32", help="working precision")
     sweep.add_argument("--device", type=arg.device_name, default=None,
-                       help="torch device of each worker (e.g. cuda; checked here unless --dask)")
-    sweep.add_argument("--dask", default=None, metavar="ADDRESS",
+                       help="torch device of each worker (e.g. cuda; checked here unless --dask names a scheduler)")
+    sweep.add_argument("--dask", type=arg.dask_address, default=None, metavar="ADDRESS",
                        help="run the points on a dask scheduler at ADDRESS, or 'local:N' for N local workers "
                             "(pip install rcteach[cluster])")
     sweep.add_argument("--force", action="store_true", help="start a new table if OUT holds one with other settings")

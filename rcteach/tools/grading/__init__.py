@@ -38,7 +38,7 @@ import sys
 import tempfile
 
 from ... import _extras, _files
-from .._args import UsageError, existing_dir, existing_path, positive_float
+from .._args import UsageError, existing_dir, existing_path, output_dir, positive_float
 from . import answers, harness, verdict
 
 __all__ = ["ASSIGNMENTS_DIR", "masters", "assign", "assign_all", "grade", "question_points"]
@@ -316,7 +316,8 @@ def _autograder_arg(text: str) -> str:
 def add_subcommands(sub) -> None:
     """Register ``assign`` and ``grade`` on the rcteach CLI's subparsers."""
     a = sub.add_parser("assign", help="build student notebooks and autograders from assignments/ (otter assign)")
-    a.add_argument("-o", "--output", default="_build/assignments", help="build folder (default _build/assignments)")
+    a.add_argument("-o", "--output", type=output_dir, default="_build/assignments",
+                   help="build folder (default _build/assignments)")
     a.add_argument("--source", type=existing_dir, default=str(ASSIGNMENTS_DIR), help="folder of <name>/<name>.ipynb masters")
     a.add_argument("--no-run-tests", action="store_true", help="do not check the solutions against the tests")
     a.set_defaults(func=_main_assign)
