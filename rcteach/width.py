@@ -13,6 +13,11 @@ scale-invariant, so the variance of W_V does not matter.  Two attention models:
   the logits have variance ``s2`` (:func:`rcteach.theory.logit_variance` with unit token norm), and
   Y = X0 W_V built explicitly.
 
+With ``skip=a`` the output is X0 + a A X0 W_V (a skip connection), and ``norm`` normalises it token by
+token (:func:`rcteach.norms.normalise`: the blocks "A + skip", "A + LN", "A + skip + LN" of the authors'
+grid at layer 1).  For Gaussian W_V, X0 W_V has the same law given X0 whatever X0 is, so for the i.i.d.
+model X0 (Haar orthonormal) and Y are drawn independently.
+
 Stable ranks (see :mod:`rcteach.metrics`): ``gram=False`` gives sum s_i^2 / s_1^2 (Frobenius),
 ``gram=True`` gives sum s_i^4 / s_1^4 (the Gram matrix's, as in the Mind-the-Gap code).  They are
 computed from the eigenvalues of the T x T Gram matrix (A Y)(A Y)^T, which is cheaper than an
@@ -28,7 +33,7 @@ from .attention import ATTENTIONS, LN2, qk_attention, random_attention
 from .device import make_generator, resolve
 from .logits import qk_weights
 from .metrics import squared_singular_values, stable_rank_from_squared
-from .norms import normalise_unchecked
+from .norms import NORMS, normalise_unchecked
 from .tokens import gaussian_tokens, orthonormal_tokens
 
 __all__ = ["width_dims", "width_stable_ranks", "noniso_width_ranks"]
@@ -44,8 +49,8 @@ def width_dims(T, gamma) -> tuple[int, int]:
 
 
 @_deprecation.renamed_keywords(logits="attention")
-def width_stable_ranks(T, gamma, s2=LN2, *, seeds=1, centred=False, gram=False, attention="iid", d_qk=64, seed=None,
-                       generator=None, device=None, dtype=None) -> torch.Tensor:
+def width_stable_ranks(T, gamma, s2=LN2, *, seeds=1, centred=False, gram=False, attention="iid", d_qk=64, skip=None,
+                       norm=None, seed=None, generator=None, device=None, dtype=None) -> torch.Tensor:
     """Stable rank of one attention layer's output, A X0 W_V (or A_perp X0 W_V), over seeds.
 
     Parameters
@@ -67,6 +72,10 @@ def width_stable_ranks(T, gamma, s2=LN2, *, seeds=1, centred=False, gram=False, 
         The attention model (module doc).
     d_qk : int
         Query-key width for ``attention="qk"`` (ignored otherwise).
+    skip : float, optional
+        Output X0 + skip * A X0 W_V instead of A X0 W_V (W_V with N(0, 1) entries, as in the authors' grid).
+    norm : {None, "rms", "layernorm"}
+        Token-wise normalisation of the output (after the skip).
     seed, generator, device, dtype
         Randomness and placement (float64 on the CPU by default).
 
@@ -78,7 +87,8 @@ def width_stable_ranks(T, gamma, s2=LN2, *, seeds=1, centred=False, gram=False, 
     Notes
     -----
     Predictions: sr(A X0 W) -> 1 + c (:func:`rcteach.theory.width_stable_rank`), Gram version
-    -> 1; sr(A_perp X0 W) / T -> :func:`rcteach.theory.centred_width_slope` (i.i.d. model only).
+    -> 1; sr(A_perp X0 W) / T -> :func:`rcteach.theory.centred_width_slope` (i.i.d. model only);
+    with a skip a, sr -> 1 + c + gamma / a^2, normalised or not (:func:`rcteach.theory.skip_width_stable_rank`).
     """
     T, d = width_dims(T, gamma)
     s2 = _validate.real("s2", s2, minimum=0.0)
@@ -86,11 +96,16 @@ def width_stable_ranks(T, gamma, s2=LN2, *, seeds=1, centred=False, gram=False, 
     attention = _validate.choice("attention", attention, ATTENTIONS)
     centred = _validate.flag("centred", centred)
     gram = _validate.flag("gram", gram)
+    if skip is not None:
+        skip = _validate.real("skip", skip)
+    norm = _validate.choice("norm", norm, NORMS)
     device, dtype = resolve(device, dtype)
     gen = make_generator(seed, generator, device)
     if attention == "iid":
         A = random_attention(T, s2, batch=seeds, centred=centred, generator=gen, device=device, dtype=dtype)
         Y = torch.randn(seeds, T, d, generator=gen, device=device, dtype=dtype)  # = X0 W_V in law
+        if skip is not None:  # X0 W_V has the same law whatever X0 is: X0 drawn on its own
+            X0 = orthonormal_tokens(T, d, batch=seeds, generator=gen, device=device, dtype=dtype)
     else:
         d_qk = _validate.integer("d_qk", d_qk, minimum=1)
         if T > d:
@@ -101,6 +116,9 @@ def width_stable_ranks(T, gamma, s2=LN2, *, seeds=1, centred=False, gram=False, 
         A = qk_attention(X0, W_Q, W_K, centred=centred)  # (seeds, T, T)
         Y = X0 @ W_V  # (seeds, T, d)
     out = A @ Y  # (seeds, T, d)
+    if skip is not None:
+        out = X0 + skip * out
+    out = normalise_unchecked(out, norm)
     sq = squared_singular_values(out)  # (seeds, min(T, d)), descending
     if not (sq[..., 0] > 0).all():
         raise ValueError("the layer output is zero; its stable rank is undefined")
