@@ -42,6 +42,8 @@ __all__ = [
     "centre_eccentricity",
     "consensus_rate",
     "consensus_transient_layer",
+    "block_mask",
+    "with_sinks",
     "second_eigenvalue_modulus",
     "reach_mask",
     "union_mask",
@@ -107,6 +109,27 @@ def check_batch_mask(mask, X, *, name: str = "mask", x_name: str = "X") -> torch
         raise ValueError(f"{name}'s batch shape {tuple(mask.shape[:-2])} must broadcast to {x_name}'s "
                          f"{tuple(X.shape[:-2])}, not enlarge it")
     return mask.to(X.device)
+
+
+def block_mask(sizes, *, device=None) -> torch.Tensor:
+    """A block-diagonal boolean (T, T) mask: tokens attend within consecutive blocks of the given sizes
+    (T = sum(sizes)).  Its graph has one strongly connected component per block, so on its own it never
+    mixes the blocks; alternating two such masks can (chapter "Collapse under masks")."""
+    if not isinstance(sizes, (list, tuple)) or not sizes:
+        raise TypeError("sizes must be a non-empty list or tuple of block sizes")
+    sizes = [_validate.integer(f"sizes[{k}]", n, minimum=1) for k, n in enumerate(sizes)]
+    labels = torch.repeat_interleave(torch.arange(len(sizes)), torch.tensor(sizes))
+    out = labels[:, None] == labels[None, :]
+    return out if device is None else out.to(_validate.device(device))
+
+
+def with_sinks(mask, sinks=1) -> torch.Tensor:
+    """``mask`` with attention sinks: every token may also attend to the first ``sinks`` tokens (the masks of
+    streaming attention, Xiao et al. 2024).  Each sink is then a centre node one layer away from every token."""
+    mask = check_mask(mask).clone()
+    sinks = _validate.integer("sinks", sinks, minimum=1, maximum=mask.shape[-1])
+    mask[..., :sinks] = True
+    return mask
 
 
 def mask_graph(mask) -> nx.DiGraph:

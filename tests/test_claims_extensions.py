@@ -9,7 +9,6 @@ import torch
 
 import rcteach
 from rcteach import LayerConfig, equilibria as eq, layer, masks as mk, theory
-from rcteach.checks.mask_dynamics import block_mask, sink_mask
 from rcteach.lyapunov import value_log_contraction
 from rcteach.norms import normalise
 
@@ -106,7 +105,7 @@ def test_masks_schedule_errors(kwargs, exc, match):
 
 
 def test_reach_union_and_window_centres():
-    A, B = block_mask((4, 4)), block_mask((2, 4, 2))
+    A, B = mk.block_mask((4, 4)), mk.block_mask((2, 4, 2))
     assert torch.equal(mk.reach_mask([A]), A)
     assert torch.equal(mk.union_mask([A, B]), A | B)
     reach = mk.reach_mask([A, B])
@@ -119,7 +118,7 @@ def test_reach_union_and_window_centres():
 
 
 def test_periodic_rate_and_second_eigenvalue():
-    A, B = block_mask((16, 16)), block_mask((8, 16, 8))
+    A, B = mk.block_mask((16, 16)), mk.block_mask((8, 16, 8))
     assert mk.periodic_consensus_rate([A, B]) == pytest.approx(0.5, abs=1e-12)
     assert mk.periodic_consensus_rate([A]) == pytest.approx(1.0, abs=1e-12)
     assert theory.alternating_blocks_rate((16, 16), (8, 16, 8)) == pytest.approx(0.5, abs=1e-12)
@@ -148,9 +147,16 @@ def test_alibi_causal_rate_is_the_diagonal():
     assert theory.alibi_causal_rate(m) == pytest.approx(sorted(A.diagonal().tolist())[-2], abs=1e-12)
 
 
-def test_sink_mask_is_rooted_at_the_sink():
-    mask = sink_mask(16, 2)
+def test_sinks_and_blocks():
+    mask = mk.with_sinks(rcteach.make_mask("sliding-causal", 16, window=2))
     assert mk.centre_nodes(mask) == [0] and mk.centre_eccentricity(mask) == 1
+    two = mk.with_sinks(rcteach.make_mask("sliding", 16, window=1), sinks=2)
+    assert two[:, :2].all() and mk.centre_eccentricity(two) == 1
+    assert torch.equal(mk.block_mask([1, 2]), torch.tensor([[1, 0, 0], [0, 1, 1], [0, 1, 1]], dtype=torch.bool))
+    with pytest.raises(ValueError, match="sinks"):
+        mk.with_sinks(rcteach.make_mask("causal", 4), sinks=5)
+    with pytest.raises(TypeError, match="sizes"):
+        mk.block_mask([])
 
 
 # -- width with skip and normalisation ------------------------------------------------------------------------

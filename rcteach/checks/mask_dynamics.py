@@ -8,25 +8,12 @@ import torch
 
 from .. import theory
 from ..depth import propagate
-from ..masks import centre_eccentricity, centre_nodes, consensus_rate, make_mask, periodic_consensus_rate
+from ..masks import (block_mask, centre_eccentricity, centre_nodes, consensus_rate, make_mask, periodic_consensus_rate,
+                     with_sinks)
 from ..theory import LN2
 from ..tokens import orthonormal_tokens
 from .registry import Comparison, off_by, register
 from .statistics import mean_se
-
-
-def block_mask(sizes, device=None) -> torch.Tensor:
-    """Block-diagonal (T, T) mask: tokens attend within consecutive blocks of the given sizes."""
-    labels = torch.repeat_interleave(torch.arange(len(sizes)), torch.tensor(sizes))
-    return (labels[:, None] == labels[None, :]).to(device)
-
-
-def sink_mask(T, window) -> torch.Tensor:
-    """A sliding-causal window of width ``window`` plus an attention sink: every token may attend to token 0
-    (the masks of streaming attention, Xiao et al.)."""
-    mask = make_mask("sliding-causal", T, window=window)
-    mask[:, 0] = True
-    return mask
 
 
 def _late_rate(relative_mu, start, stop) -> float:
@@ -132,7 +119,7 @@ def preln_keeps_centred_part(*, T, d, seeds, depth, seed=120, device=None) -> Co
     full=dict(T=256, window=8),
 )
 def sink_centre(*, T, window) -> Comparison:
-    mask = sink_mask(T, window)
+    mask = with_sinks(make_mask("sliding-causal", T, window=window))
     measured = (tuple(centre_nodes(mask)), centre_eccentricity(mask), round(consensus_rate(mask), 12))
     return Comparison(prediction=((0,), 1, 0.5), measured=measured)
 
