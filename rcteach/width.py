@@ -36,7 +36,7 @@ from .metrics import squared_singular_values, stable_rank_from_squared
 from .norms import NORMS, normalise_unchecked
 from .tokens import gaussian_tokens, orthonormal_tokens
 
-__all__ = ["width_dims", "width_stable_ranks", "noniso_width_ranks"]
+__all__ = ["width_dims", "width_outputs", "stable_ranks_of", "width_stable_ranks", "noniso_width_ranks"]
 
 __getattr__ = _deprecation.moved_attributes(__name__, {"LOGIT_MODELS": "rcteach.attention:ATTENTIONS"})
 
@@ -46,6 +46,46 @@ def width_dims(T, gamma) -> tuple[int, int]:
     T = _validate.integer("T", T, minimum=2)
     gamma = _validate.real("gamma", gamma, positive=True)
     return T, max(1, round(T / gamma))
+
+
+def width_outputs(T, gamma, s2=LN2, *, seeds=1, centred=False, attention="iid", d_qk=64, skip=None, seed=None,
+                  generator=None, device=None, dtype=None) -> torch.Tensor:
+    """One attention layer's output A X0 W_V (or A_perp X0 W_V, or X0 + skip * A X0 W_V), (seeds, T, d):
+    the draws of :func:`width_stable_ranks` (same arguments, same numbers), before any normalisation."""
+    T, d = width_dims(T, gamma)
+    s2 = _validate.real("s2", s2, minimum=0.0)
+    seeds = _validate.integer("seeds", seeds, minimum=1)
+    attention = _validate.choice("attention", attention, ATTENTIONS)
+    centred = _validate.flag("centred", centred)
+    if skip is not None:
+        skip = _validate.real("skip", skip)
+    device, dtype = resolve(device, dtype)
+    gen = make_generator(seed, generator, device)
+    if attention == "iid":
+        A = random_attention(T, s2, batch=seeds, centred=centred, generator=gen, device=device, dtype=dtype)
+        Y = torch.randn(seeds, T, d, generator=gen, device=device, dtype=dtype)  # = X0 W_V in law
+        if skip is not None:  # X0 W_V has the same law whatever X0 is: X0 drawn on its own
+            X0 = orthonormal_tokens(T, d, batch=seeds, generator=gen, device=device, dtype=dtype)
+    else:
+        d_qk = _validate.integer("d_qk", d_qk, minimum=1)
+        if T > d:
+            raise ValueError(f"attention='qk' needs gamma <= 1 (orthonormal tokens), got T={T} > d={d}")
+        X0 = orthonormal_tokens(T, d, batch=seeds, generator=gen, device=device, dtype=dtype)  # (seeds, T, d)
+        W_Q, W_K = qk_weights(d, d_qk, s2, batch=(seeds,), generator=gen, device=device, dtype=dtype)
+        W_V = torch.randn(seeds, d, d, generator=gen, device=device, dtype=dtype)
+        A = qk_attention(X0, W_Q, W_K, centred=centred)  # (seeds, T, T)
+        Y = X0 @ W_V  # (seeds, T, d)
+    out = A @ Y  # (seeds, T, d)
+    return out if skip is None else X0 + skip * out
+
+
+def stable_ranks_of(out, *, norm=None, gram=False) -> torch.Tensor:
+    """Stable ranks (seeds,) of layer outputs ``out`` (seeds, T, d), normalised token by token first (``norm``)."""
+    out = normalise_unchecked(out, _validate.choice("norm", norm, NORMS))
+    sq = squared_singular_values(out)  # (seeds, min(T, d)), descending
+    if not (sq[..., 0] > 0).all():
+        raise ValueError("the layer output is zero; its stable rank is undefined")
+    return stable_rank_from_squared(sq, gram=_validate.flag("gram", gram))
 
 
 @_deprecation.renamed_keywords(logits="attention")
@@ -90,39 +130,11 @@ def width_stable_ranks(T, gamma, s2=LN2, *, seeds=1, centred=False, gram=False, 
     -> 1; sr(A_perp X0 W) / T -> :func:`rcteach.theory.centred_width_slope` (i.i.d. model only);
     with a skip a, sr -> 1 + c + gamma / a^2, normalised or not (:func:`rcteach.theory.skip_width_stable_rank`).
     """
-    T, d = width_dims(T, gamma)
-    s2 = _validate.real("s2", s2, minimum=0.0)
-    seeds = _validate.integer("seeds", seeds, minimum=1)
-    attention = _validate.choice("attention", attention, ATTENTIONS)
-    centred = _validate.flag("centred", centred)
-    gram = _validate.flag("gram", gram)
-    if skip is not None:
-        skip = _validate.real("skip", skip)
-    norm = _validate.choice("norm", norm, NORMS)
-    device, dtype = resolve(device, dtype)
-    gen = make_generator(seed, generator, device)
-    if attention == "iid":
-        A = random_attention(T, s2, batch=seeds, centred=centred, generator=gen, device=device, dtype=dtype)
-        Y = torch.randn(seeds, T, d, generator=gen, device=device, dtype=dtype)  # = X0 W_V in law
-        if skip is not None:  # X0 W_V has the same law whatever X0 is: X0 drawn on its own
-            X0 = orthonormal_tokens(T, d, batch=seeds, generator=gen, device=device, dtype=dtype)
-    else:
-        d_qk = _validate.integer("d_qk", d_qk, minimum=1)
-        if T > d:
-            raise ValueError(f"attention='qk' needs gamma <= 1 (orthonormal tokens), got T={T} > d={d}")
-        X0 = orthonormal_tokens(T, d, batch=seeds, generator=gen, device=device, dtype=dtype)  # (seeds, T, d)
-        W_Q, W_K = qk_weights(d, d_qk, s2, batch=(seeds,), generator=gen, device=device, dtype=dtype)
-        W_V = torch.randn(seeds, d, d, generator=gen, device=device, dtype=dtype)
-        A = qk_attention(X0, W_Q, W_K, centred=centred)  # (seeds, T, T)
-        Y = X0 @ W_V  # (seeds, T, d)
-    out = A @ Y  # (seeds, T, d)
-    if skip is not None:
-        out = X0 + skip * out
-    out = normalise_unchecked(out, norm)
-    sq = squared_singular_values(out)  # (seeds, min(T, d)), descending
-    if not (sq[..., 0] > 0).all():
-        raise ValueError("the layer output is zero; its stable rank is undefined")
-    return stable_rank_from_squared(sq, gram=gram)
+    _validate.choice("norm", norm, NORMS)
+    _validate.flag("gram", gram)
+    out = width_outputs(T, gamma, s2, seeds=seeds, centred=centred, attention=attention, d_qk=d_qk, skip=skip,
+                        seed=seed, generator=generator, device=device, dtype=dtype)
+    return stable_ranks_of(out, norm=norm, gram=gram)
 
 
 def noniso_width_ranks(T, d, s2=LN2, *, seeds=1, seed=0, device=None) -> torch.Tensor:

@@ -15,7 +15,7 @@ from .. import theory
 from ..depth import propagate
 from ..theory import LN2
 from ..tokens import orthonormal_tokens
-from ..width import width_stable_ranks
+from ..width import stable_ranks_of, width_outputs
 from .registry import Comparison, off_by, register
 from .statistics import mean_se
 
@@ -52,14 +52,14 @@ def _skip_width_prediction(Ts, gamma, s2, skip=1.0):
 )
 def width_skip_ln_stable_rank(*, Ts, gamma, seeds, s2=LN2, seed=0, device=None) -> Comparison:
     prediction = _skip_width_prediction(Ts, gamma, s2)
-    measured, tolerance = [], []
-    for norm in (None, "layernorm"):
-        for k, (T, n) in enumerate(zip(Ts, seeds)):
-            mean, se = mean_se(width_stable_ranks(T, gamma, s2, seeds=n, skip=1.0, norm=norm, seed=seed + k,
-                                                  device=device))
-            measured.append(mean)
-            allowance = abs(prediction[k].item() - theory.skip_width_stable_rank(s2, gamma)) / 4
-            tolerance.append(allowance + 3 * se + (LN_WIDTH_ALLOWANCE * prediction[k].item() if norm else 0.0))
+    rows = {None: [], "layernorm": []}  # (mean, tolerance) per T, both from the same draws
+    for k, (T, n) in enumerate(zip(Ts, seeds)):
+        out = width_outputs(T, gamma, s2, seeds=n, skip=1.0, seed=seed + k, device=device)
+        allowance = abs(prediction[k].item() - theory.skip_width_stable_rank(s2, gamma)) / 4
+        for norm, row in rows.items():
+            mean, se = mean_se(stable_ranks_of(out, norm=norm))
+            row.append((mean, allowance + 3 * se + (LN_WIDTH_ALLOWANCE * prediction[k].item() if norm else 0.0)))
+    measured, tolerance = zip(*(rows[None] + rows["layernorm"]))
     return Comparison(prediction=prediction.repeat(2), measured=torch.tensor(measured, dtype=torch.float64),
                       tolerance=torch.tensor(tolerance, dtype=torch.float64))
 
