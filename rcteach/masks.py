@@ -7,6 +7,12 @@ an edge j -> i for every allowed pair (information flows from the attended token
 self-loops are included when the diagonal is allowed.  Graph properties are computed with
 networkx on that directed graph.  :func:`consensus_rate` computes the rate at which uniform
 attention over a mask drives tokens to consensus (the linear consensus dynamics of the mask).
+
+Masks that change from layer to layer (``rcteach.propagate(..., masks=[...])``, chapter "Collapse
+under masks"): :func:`reach_mask` gives who reaches whom through a run of layers, :func:`union_mask`
+the union graph, :func:`window_centres` the tokens that reach everyone, and
+:func:`periodic_consensus_rate` the rate per period of uniform attention.  :func:`block_mask` and
+:func:`with_sinks` build block-diagonal masks and masks with attention sinks.
 """
 
 from __future__ import annotations
