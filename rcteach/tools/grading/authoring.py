@@ -24,7 +24,7 @@ import nbformat
 
 from . import answers, submissions, verdict
 
-__all__ = ["INSTALL", "annotate_student", "check_assignment"]
+__all__ = ["INSTALL", "annotate_student", "check_assignment", "check_key", "check_scores", "accepted"]
 
 #: How a student installs what the notebook needs (rcteach and otter-grader).
 INSTALL = 'pip install "rcteach[assign]"'
@@ -68,27 +68,24 @@ def check_assignment(built: dict, *, unsafe_no_sandbox=False, progress=None) -> 
     """The problems of a built assignment (``{"student": notebook, "autograder": folder}`` from
     :func:`rcteach.tools.grading.assign`); empty when it passes every check (module doc).
     ``progress``: called with a line of text as each check starts."""
-    from rcteach.tools import grading
+    problems = check_key(built, progress=progress)
+    return problems + check_scores(built, unsafe_no_sandbox=unsafe_no_sandbox, progress=progress)
 
-    from . import feedback  # imports otter
+
+def check_key(built: dict, *, progress=None) -> list[str]:
+    """The answer key's problems: asks that miss a question, are not plain data or do not change
+    with the seed, and declared wrong answers (``WRONG``) that the public tests or the asks accept."""
+    from rcteach.tools import grading
 
     say = progress or (lambda text: None)
     assignment = grading.load(built["autograder"])
-    problems = []
     say("the answer key: asks about every question, fresh inputs per seed")
     try:
         first, second = grading.draw_asks(assignment, 1), grading.draw_asks(assignment, 2)
-        if first.digest == second.digest:
-            problems.append("the key asks about the same inputs whatever the seed (draw them from rng)")
         json.loads(json.dumps(first.asks))
     except (ValueError, TypeError) as e:
-        return problems + [f"the answer key: {e}"]
-    say("the solutions and the blank student notebook, graded in the sandbox")
-    solutions = built["autograder"] / f"{assignment.name}.ipynb"
-    subs = [submissions.Submission("solutions", solutions), submissions.Submission("blank", built["student"])]
-    full, blank = grading.grade_all(subs, built["autograder"], jobs=2, unsafe_no_sandbox=unsafe_no_sandbox)
-    problems += [f"the solutions lose {t['name']}: {'; '.join(t['feedback'])}" for t in full["tests"] if t["feedback"]]
-    problems += [f"the blank student notebook earns {t['name']}" for t in blank["tests"] if t["score"] > 0]
+        return [f"the answer key: {e}"]
+    problems = [] if first.digest != second.digest else ["the key asks about the same inputs whatever the seed (draw them from rng)"]
     for question in assignment.points:
         if not assignment.wrong.get(question):
             say(f"{question}: no wrong answers declared in WRONG (none tried)")
@@ -98,15 +95,40 @@ def check_assignment(built: dict, *, unsafe_no_sandbox=False, progress=None) -> 
             continue
         for code in codes:
             say(f"{question}: the wrong answer {code.splitlines()[0]!r}")
-            env = grading.run_solutions(built["autograder"])
-            exec(compile(code, "<wrong answer>", "exec"), env)
-            if not feedback.public_failures(built["student"], question, env):
-                problems.append(f"{question}: the public tests accept the wrong answer {code!r}")
-            asks = first.asks[question]
-            got = [_answer(env, a) for a in asks]
-            if verdict.mark(question, 1.0, asks, got, first.want[question]).score > 0:
-                problems.append(f"{question}: the key's asks accept the wrong answer {code!r}")
+            problems += accepted(built, question, code)
     return problems
+
+
+def accepted(built: dict, question: str, code: str, seed: int = 1) -> list[str]:
+    """Who accepts a wrong answer ``code`` to ``question`` (run after the solutions, in a fresh run of
+    them): the question's public tests, its asks (drawn with ``seed``), both, or neither (``[]``)."""
+    from rcteach.tools import grading
+
+    from . import feedback  # imports otter
+
+    assignment = grading.load(built["autograder"])
+    env = grading.run_solutions(built["autograder"])
+    exec(compile(code, "<wrong answer>", "exec"), env)
+    found = []
+    if not feedback.public_failures(built["student"], question, env):
+        found.append(f"{question}: the public tests accept the wrong answer {code!r}")
+    asked = grading.draw_asks(assignment, seed)
+    asks = asked.asks[question]
+    if verdict.mark(question, 1.0, asks, [_answer(env, a) for a in asks], asked.want[question]).score > 0:
+        found.append(f"{question}: the key's asks accept the wrong answer {code!r}")
+    return found
+
+
+def check_scores(built: dict, *, unsafe_no_sandbox=False, progress=None) -> list[str]:
+    """Grade, in the sandbox, the solutions notebook (full marks expected) and the blank student notebook (0)."""
+    from rcteach.tools import grading
+
+    (progress or (lambda text: None))("the solutions and the blank student notebook, graded in the sandbox")
+    solutions = built["autograder"] / f"{grading.load(built['autograder']).name}.ipynb"
+    subs = [submissions.Submission("solutions", solutions), submissions.Submission("blank", built["student"])]
+    full, blank = grading.grade_all(subs, built["autograder"], jobs=2, unsafe_no_sandbox=unsafe_no_sandbox)
+    return ([f"the solutions lose {t['name']}: {'; '.join(t['feedback'])}" for t in full["tests"] if t["feedback"]]
+            + [f"the blank student notebook earns {t['name']}" for t in blank["tests"] if t["score"] > 0])
 
 
 def _answer(env: dict, ask: dict):
