@@ -1,8 +1,9 @@
 """The course assignments in assignments/ (needs the extra: pip install -e .[assign], and bwrap).
 
-One module-scoped build runs ``otter assign`` on the three masters and grades, two at a time, in
-the bwrap sandbox: each solutions notebook, each student notebook, a broken submission and
-submissions that answer only the public tests or use a forbidden helper.  The tests then only
+One module-scoped fixture grades, two at a time, in the bwrap sandbox, the three assignments (built
+once per test run, ``built_assignments`` in conftest.py): each solutions notebook, each student
+notebook, correct answers written otherwise, a broken submission and submissions that answer only
+the public tests or use a forbidden helper.  The tests then only
 look at the results.  The adversarial submissions are in test_grading_attacks.py.
 """
 
@@ -87,10 +88,9 @@ def _fair(name, solutions, path):
 
 
 @pytest.fixture(scope="module")
-def build(tmp_path_factory, working_sandbox):
+def build(tmp_path_factory, working_sandbox, built_assignments):
     tmp = tmp_path_factory.mktemp("assignments")
-    with ThreadPoolExecutor(3) as pool:
-        built = dict(zip(NAMES, pool.map(lambda m: grading.assign(m, tmp / "build", run_tests=False), MASTERS)))
+    built = built_assignments
     a1 = built["a1_spectral_gap"]
     a1_solutions = a1["autograder"] / "a1_spectral_gap.ipynb"
     submissions = {

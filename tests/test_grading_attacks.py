@@ -149,11 +149,11 @@ def _notebook(cells, path) -> pathlib.Path:
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory, working_sandbox):
+def graded(tmp_path_factory, working_sandbox, built_assignments):
     tmp = tmp_path_factory.mktemp("attacks")
     outside = tmp / "outside"
     outside.mkdir()
-    built = grading.assign(MASTER, tmp / "build", run_tests=False)
+    built = built_assignments["a1_spectral_gap"]
     attacks = _attacks(built["autograder"], outside)
     before = _fingerprint(grading.PACKAGE_DIR, built["autograder"], MASTER.parent)
     os.environ["RCTEACH_GRADER_TOKEN"] = SECRET

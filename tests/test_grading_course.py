@@ -12,7 +12,8 @@ import csv
 import json
 import os
 import pathlib
-import sys
+import pickle
+from concurrent.futures import Future
 
 import nbformat
 import pytest
@@ -227,6 +228,28 @@ def test_a_class_in_parallel_equals_serial_and_a_replay_asks_the_same(klass, toy
     fresh = tmp_path / "fresh"
     _grade(capsys, klass, "-a", toy, "-o", fresh, "-j", "2")
     assert [r["seed"] for r in _scores(fresh)] != [r["seed"] for r in rows]  # without --replay: new inputs
+
+
+class _RemoteExecutor:
+    """Runs each task as a cluster worker would (``grade --dask``): its function, its arguments and its
+    result cross a process boundary pickled.  (A real dask LocalCluster costs ~15 s of CPU to start;
+    rcteach.tools.sweep.executor_from is tested with one in test_grid_sweep.py.)"""
+
+    def submit(self, fn, *args):
+        fn, args = pickle.loads(pickle.dumps((fn, args)))
+        future = Future()
+        future.set_result(pickle.loads(pickle.dumps(fn(*args))))
+        return future
+
+
+def test_a_class_on_a_cluster_equals_serial(klass, toy, working_sandbox):
+    """Only the sandboxed runs go to the executor; the asks, references and verdicts stay here."""
+    subs = submissions.collect([klass], "toy")
+    serial = list(grading.grade_all(subs, toy, jobs=1, timeout=60))
+    remote = list(grading.grade_all(subs, toy, executor=_RemoteExecutor(), timeout=60,
+                                    seeds={r["student"]: r["seed"] for r in serial}))
+    timeless = lambda r: {k: v for k, v in r.items() if k not in ("seconds", "cpu_seconds_reported")}
+    assert [timeless(r) for r in remote] == [timeless(r) for r in serial] and serial[2]["score"] == 3
 
 
 def test_regrading_one_student_merges_into_the_gradebook(klass, toy, capsys, tmp_path, working_sandbox):

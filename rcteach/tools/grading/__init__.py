@@ -293,8 +293,8 @@ def grade(submission, autograder, *, timeout=600, output_dir=None, cell_timeout=
     assignment = load(autograder)
     subs = [submissions.Submission(submissions.student_id(submission, None, assignment.name), submission)]
     submissions.read_notebook(submission)  # raises SubmissionError (a ValueError) saying why it cannot be graded
-    result = next(grade_all(subs, autograder, timeout=timeout, cell_timeout=cell_timeout, limits=limits, jobs=1,
-                            unsafe_no_sandbox=unsafe_no_sandbox, seeds={subs[0].student: seed}))
+    [result] = grade_all(subs, autograder, timeout=timeout, cell_timeout=cell_timeout, limits=limits, jobs=1,
+                         unsafe_no_sandbox=unsafe_no_sandbox, seeds={subs[0].student: seed})
     if output_dir is not None:
         gradebook.Gradebook(output_dir, assignment.name, assignment.points).add(result)
     return result
