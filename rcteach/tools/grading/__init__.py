@@ -43,7 +43,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from . import answers, gradebook, harness, sandbox, submissions, verdict
 
-__all__ = ["ASSIGNMENTS_DIR", "masters", "assign", "assign_all", "grade", "question_points"]
+__all__ = ["ASSIGNMENTS_DIR", "masters", "assign", "assign_all", "question_points", "Assignment", "load", "run_solutions",
+           "Asked", "draw_asks", "reference", "run_sandboxed", "grade", "grade_all"]
 
 ASSIGNMENTS_DIR = pathlib.Path(__file__).resolve().parents[3] / "assignments"
 

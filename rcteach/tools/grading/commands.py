@@ -73,6 +73,8 @@ def _main_grade(args) -> int:
 
     from . import gradebook, submissions
 
+    if args.replay and args.output is None:
+        raise UsageError("--replay needs -o OUT, the gradebook that holds the seeds")
     grading = _grading()
     assignment = grading.load(args.autograder)
     subs = submissions.collect(args.submissions, assignment.name)
@@ -85,9 +87,7 @@ def _main_grade(args) -> int:
         except ValueError as err:
             raise UsageError(str(err)) from None
         subs = book.match(subs)
-    elif args.replay:
-        raise UsageError("--replay needs -o OUT, the gradebook that holds the seeds")
-    seeds = {s.student: book.seed(s.student) for s in subs} if args.replay else {}
+    seeds = {s.student: seed for s in subs if (seed := book.seed(s.student)) is not None} if args.replay else {}
     executor = None
     if args.dask:
         from ..sweep import executor_from
@@ -99,8 +99,7 @@ def _main_grade(args) -> int:
     failed = 0
     try:
         results = grading.grade_all(subs, args.autograder, jobs=args.jobs, executor=executor, timeout=args.timeout,
-                                    unsafe_no_sandbox=args.unsafe_no_sandbox,
-                                    seeds={s: seed for s, seed in seeds.items() if seed is not None})
+                                    unsafe_no_sandbox=args.unsafe_no_sandbox, seeds=seeds)
         for r in tqdm(results, total=len(subs), desc="grading", unit="notebook", disable=None, file=sys.stderr):
             tqdm.write(_line(r))
             if not r["graded"]:
