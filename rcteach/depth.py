@@ -20,16 +20,13 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from . import _deprecation, _validate
+from . import _validate
 from .attention import ATTENTIONS  # noqa: F401 (re-exported: its home is rcteach.attention)
 from .device import make_generator, resolve
 from .layers import VALUES, LayerConfig, LayerWeights, check_weight, draw_keep, draw_weights, forward, on_tokens  # noqa: F401 (VALUES)
 from .metrics import frobenius_norm, mu_unchecked, squared_singular_values, stable_rank_from_squared, unit_scaled
 
 __all__ = ["Trajectory", "LayerGradients", "propagate", "weight_gradients"]
-
-__getattr__ = _deprecation.moved_attributes(__name__, {"normalise": "rcteach.norms:normalise",
-                                                       "NORMS": "rcteach.norms:NORMS"})
 
 
 @dataclass(frozen=True)

@@ -32,9 +32,9 @@ from dataclasses import dataclass, replace
 import torch
 
 from . import _validate
-from .attention import ATTENTIONS, _attention_map
+from .attention import ATTENTIONS, attention_map_unchecked
 from .device import make_generator
-from .logits import _qk_logits, qk_weights
+from .logits import qk_logits_unchecked, qk_weights
 from .masks import check_batch_mask, check_mask
 from .norms import NORMS, normalise_unchecked
 from .theory import LN2
@@ -246,10 +246,10 @@ def forward(X, config: LayerConfig, w: LayerWeights) -> torch.Tensor:
     if config.attention == "iid":
         logits = config.beta * w.logits
     else:
-        logits = _qk_logits(Z, w.W_Q, w.W_K, config.beta)
+        logits = qk_logits_unchecked(Z, w.W_Q, w.W_K, config.beta)
     if config.logit_bias is not None:
         logits = logits + config.logit_bias
-    A = _attention_map(logits, config.mask, centred=config.centred)  # (*batch, T, T)
+    A = attention_map_unchecked(logits, config.mask, centred=config.centred)  # (*batch, T, T)
     if config.attention_scale != 1.0:
         A = config.attention_scale * A
     if w.keep is not None:

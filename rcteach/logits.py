@@ -69,10 +69,10 @@ def qk_logits(X, W_Q, W_K, *, beta=1.0) -> torch.Tensor:
     _validate.broadcast("W_K", W_K.shape[:-2], "X and W_Q", batch)
     if W_K.shape[-1] != W_Q.shape[-1]:
         raise ValueError(f"W_Q and W_K must have the same number of columns d_qk, got {W_Q.shape[-1]} and {W_K.shape[-1]}")
-    return _qk_logits(X, W_Q, W_K, beta)
+    return qk_logits_unchecked(X, W_Q, W_K, beta)
 
 
-def _qk_logits(X, W_Q, W_K, beta):
+def qk_logits_unchecked(X, W_Q, W_K, beta):
     """:func:`qk_logits` of validated arguments: no checks (the layers of :func:`rcteach.propagate`)."""
     Q = X @ W_Q  # (*batch, T, d_qk)
     K = X @ W_K  # (*batch, T, d_qk)

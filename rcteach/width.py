@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import torch
 
-from . import _deprecation, _validate
+from . import _validate
 from .attention import ATTENTIONS, LN2, qk_attention, random_attention
 from .device import make_generator, resolve
 from .logits import qk_weights
@@ -38,8 +38,6 @@ from .tokens import gaussian_tokens, orthonormal_tokens
 
 __all__ = ["width_dims", "width_outputs", "stable_ranks_of", "width_stable_ranks", "width_point",
            "noniso_width_ranks"]
-
-__getattr__ = _deprecation.moved_attributes(__name__, {"LOGIT_MODELS": "rcteach.attention:ATTENTIONS"})
 
 
 def width_dims(T, gamma) -> tuple[int, int]:
@@ -90,7 +88,6 @@ def stable_ranks_of(out, *, norm=None, gram=False) -> torch.Tensor:
     return stable_rank_from_squared(sq, gram=_validate.flag("gram", gram))
 
 
-@_deprecation.renamed_keywords(logits="attention")
 def width_stable_ranks(T, gamma, s2=LN2, *, seeds=1, centred=False, gram=False, attention="iid", d_qk=64, skip=None,
                        norm=None, seed=None, generator=None, device=None, dtype=None) -> torch.Tensor:
     """Stable rank of one attention layer's output, A X0 W_V (or A_perp X0 W_V), over seeds.

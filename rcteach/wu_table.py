@@ -18,11 +18,11 @@ from dataclasses import dataclass
 
 import torch
 
-from . import _deprecation, _validate
+from . import _validate
 from .depth import Trajectory, propagate
 from .masks import MASK_KINDS, make_mask
 from .norms import NORMS
-from .tables import Table
+from .tables import TextTable
 from .tokens import gaussian_tokens
 
 __all__ = ["PUBLISHED_TABLE", "PAPER_SETTING", "PATTERN", "LNRow", "rho_from_mu0", "logit_s2", "layernorm_runs",
@@ -87,7 +87,6 @@ def logit_s2(d, norm, *, torch_init=True) -> float:
     return target / d**2 if norm == "layernorm" else target
 
 
-@_deprecation.renamed_keywords(runs="seeds")
 def layernorm_runs(*, T=100, d=128, depth=128, seeds=4, window=3, norm="layernorm", beta=1.0, s2=None,
                    values="orthogonal", shared=False, dropout=0.0, rho=0.0, masks=MASK_KINDS, seed=0,
                    device=None, dtype=None) -> dict[str, Trajectory]:
@@ -153,7 +152,6 @@ def table_pattern(runs, *, first=32) -> tuple[bool, bool, bool, bool]:
     )
 
 
-@_deprecation.renamed_keywords(runs="seeds")
 def layernorm_table(*, layers=(0, 32, 64, 96, 128), **settings) -> list[LNRow]:
     """The authors' table, simulated: mean and std over seeds (independent networks) of mu(X_l) for each mask and layer.
 
@@ -175,8 +173,8 @@ def layernorm_table(*, layers=(0, 32, 64, 96, 128), **settings) -> list[LNRow]:
     return rows
 
 
-def format_table(rows, *, published=None, scale=1.0) -> Table:
-    """:func:`layernorm_table` rows as a :class:`rcteach.tables.Table`: layers down, masks across, each
+def format_table(rows, *, published=None, scale=1.0) -> TextTable:
+    """:func:`layernorm_table` rows as a :class:`rcteach.tables.TextTable`: layers down, masks across, each
     cell "mean (std)"; with ``published`` (e.g. :data:`PUBLISHED_TABLE`) a "(paper)" row under each layer.
 
     The table displays as HTML in a notebook and prints as aligned text.  ``scale`` multiplies the
@@ -198,4 +196,4 @@ def format_table(rows, *, published=None, scale=1.0) -> Table:
                 mean, std = published.get(m, {}).get(l, (float("nan"), None))
                 pub.append(f"{mean:.3g}" + (f" ({std:.2g})" if std is not None else ""))
             lines.append(("(paper)", *pub))
-    return Table(("layer", *masks), lines, caption="mu(X_l): mean (std) over seeds")
+    return TextTable(("layer", *masks), lines, caption="mu(X_l): mean (std) over seeds")

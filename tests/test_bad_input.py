@@ -212,8 +212,7 @@ EXPLORER_BAD = dict(
                seeds=bad_int(minimum=1), seed=BAD_SEED),
     mask=dict(kind=choices(rc.MASK_KINDS), T=st.one_of(bad_int(minimum=2), st.just(5)), window=bad_int(minimum=0),
               beta=bad_real(positive=True), norm=choices(("rms", "layernorm")), values=VALUES_KIND,
-              depth=bad_int(minimum=0), d=bad_int(minimum=1), seeds=bad_int(minimum=1), seed=BAD_SEED,
-              temperature=bad_real(positive=True).filter(lambda t: t is not None)),
+              depth=bad_int(minimum=0), d=bad_int(minimum=1), seeds=bad_int(minimum=1), seed=BAD_SEED),
 )
 
 CASES = [

@@ -1,6 +1,5 @@
 """Unit tests for rcteach.checks.registry: comparisons, registration, running and reporting."""
 
-import importlib
 import json
 import math
 import uuid
@@ -9,20 +8,21 @@ import pytest
 import torch
 
 import rcteach
+import rcteach.checks.registry as registry_module
 from rcteach.checks import (
     Check,
     CheckResult,
     Comparison,
+    all_checks,
     mutants_table,
     off_by,
     register,
-    registry,
     results_html,
     results_table,
     run_check,
     run_checks,
 )
-registry_module = importlib.import_module("rcteach.checks.registry")
+
 ONE_OFF = {"one off": lambda p, s: p + 1}  # a mutant for the throwaway numeric checks
 
 FOUNDATION_CHECKS = ["mask-connectivity", "causal-centre", "sliding-diameter", "row-stochastic", "outlier-one",
@@ -125,18 +125,24 @@ def test_comparison_is_frozen():
 
 # -- register and registry -------------------------------------------------------------------------
 
+def test_the_registry_module_is_the_module():
+    """``rcteach.checks.registry`` is the module (with Check ...); the function is ``all_checks``."""
+    assert rcteach.checks.registry is registry_module and registry_module.Check is Check
+    assert registry_module.all_checks() == all_checks()
+
+
 def test_foundation_checks_are_registered():
-    names = list(registry())
+    names = list(all_checks())
     for name in FOUNDATION_CHECKS:
         assert name in names
-    assert all(isinstance(c, Check) for c in registry().values())
+    assert all(isinstance(c, Check) for c in all_checks().values())
 
 
 def test_registry_returns_a_copy(throwaway):
     name = throwaway()
-    snapshot = registry()
+    snapshot = all_checks()
     snapshot[name] = None
-    assert name not in registry()
+    assert name not in all_checks()
 
 
 def test_register_records_the_check(throwaway):
@@ -147,19 +153,19 @@ def test_register_records_the_check(throwaway):
         return Comparison(2, x)
 
     assert f(x=2).passed  # the decorator returns the function itself
-    check = registry()[name]
+    check = all_checks()[name]
     assert (check.name, check.claim, check.source, check.tolerance_note, check.func) == (name, "two is two", "exact", "exact", f)
     assert check.quick == {"x": 2} and check.full == {"x": 3}
-    assert list(registry())[-1] == name  # registration order
+    assert list(all_checks())[-1] == name  # registration order
 
 
 def test_register_rejects_duplicates(throwaway):
     name = throwaway()
     register(name, claim="a", source="derived", tolerance_note="n", mutants=ONE_OFF)(lambda: Comparison(0, 0))
-    original = registry()[name]
+    original = all_checks()[name]
     with pytest.raises(ValueError, match=name):
         register(name, claim="b", source="derived", tolerance_note="n", mutants=ONE_OFF)(lambda: Comparison(0, 1))
-    assert registry()[name] is original
+    assert all_checks()[name] is original
     with pytest.raises(ValueError, match="already registered"):
         register("row-stochastic", claim="b", source="exact", tolerance_note="n", mutants=ONE_OFF)(lambda: Comparison(0, 1))
 
@@ -167,12 +173,12 @@ def test_register_rejects_duplicates(throwaway):
 def test_register_rejects_unknown_source(throwaway):
     with pytest.raises(ValueError, match="source"):
         register(throwaway(), claim="a", source="folklore", tolerance_note="n", mutants=ONE_OFF)
-    assert not any(n.startswith("zz-unit-test") for n in registry())
+    assert not any(n.startswith("zz-unit-test") for n in all_checks())
 
 
 def test_throwaway_checks_are_cleaned_up():
     # runs after the tests above: nothing they registered is left behind
-    assert not any(n.startswith("zz-unit-test") for n in registry())
+    assert not any(n.startswith("zz-unit-test") for n in all_checks())
 
 
 # -- settings and run_check ------------------------------------------------------------------------
@@ -194,7 +200,7 @@ def echo(throwaway):
 
 def test_settings_layering(echo):
     name, _ = echo
-    check = registry()[name]
+    check = all_checks()[name]
     assert check.settings() == dict(z=5, device=None, x=1, y=2)
     assert check.settings("full") == dict(z=5, device=None, x=1, y=20)
     assert check.settings("full", z=7, x=3) == dict(z=7, device=None, x=3, y=20)
@@ -467,7 +473,7 @@ def test_mutants_killed_and_survived(throwaway):
 
 
 def test_every_registered_check_declares_a_mutant_and_an_honest_source():
-    for check in registry().values():
+    for check in all_checks().values():
         assert check.mutants, check.name
         assert check.source in ("paper", "derived", "reconstruction", "exact"), check.name
 

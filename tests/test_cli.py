@@ -1,7 +1,6 @@
 """The command line: ``python -m rcteach check`` and every command's exit codes and argument checks."""
 
 import fnmatch
-import importlib
 import json
 import math
 import re
@@ -13,12 +12,12 @@ from pathlib import Path
 import pytest
 import torch
 
+import rcteach.checks.registry as registry_module
 from rcteach.checks import Comparison, register
 from rcteach.tools import cli
 from rcteach.tools.cli import build_parser, main, strict_row
 
 ROOT = Path(__file__).resolve().parents[1]
-registry_module = importlib.import_module("rcteach.checks.registry")
 ONE_OFF = {"one off": lambda p, s: p + 1}  # a mutant for the throwaway numeric checks
 
 

@@ -6,7 +6,6 @@ The wheel itself, installed outside the checkout, is tested in tests/test_wheel.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import signal
 import subprocess
@@ -24,13 +23,13 @@ import yaml
 
 import rcteach
 from rcteach import _extras, _files, threads
+import rcteach.checks.registry as registry_module
 from rcteach.checks import Comparison, check, register, results_html, results_table, run_check
 from rcteach.checks.registry import mutants_table
 from rcteach.tools import cli, notebooks
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
-registry_module = importlib.import_module("rcteach.checks.registry")
 
 
 # -- threads -----------------------------------------------------------------------------------
@@ -124,8 +123,8 @@ def test_register_rejects_an_unknown_extra():
 
 
 def test_model_checks_declare_the_models_extra():
-    needing = {n for n, c in registry_module.registry().items() if c.extra == "models"}
-    assert needing == {n for n, c in registry_module.registry().items() if c.func.__module__ == "rcteach.checks.models"}
+    needing = {n for n, c in registry_module.all_checks().items() if c.extra == "models"}
+    assert needing == {n for n, c in registry_module.all_checks().items() if c.func.__module__ == "rcteach.checks.models"}
     assert len(needing) >= 6
 
 

@@ -9,15 +9,15 @@ from .registry import (
     CheckFailed,
     CheckResult,
     Comparison,
+    all_checks,
     check,
     register,
     mutants_table,
     off_by,
-    registry,
     results_html,
     results_table,
     run_check,
     run_checks,
 )
 
-__all__ = ["Check", "CheckFailed", "CheckResult", "Comparison", "check", "mutants_table", "off_by", "register", "registry", "results_html", "results_table", "run_check", "run_checks"]
+__all__ = ["Check", "CheckFailed", "CheckResult", "Comparison", "all_checks", "check", "mutants_table", "off_by", "register", "results_html", "results_table", "run_check", "run_checks"]

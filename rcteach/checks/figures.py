@@ -8,9 +8,8 @@ import math
 
 import torch
 
-from .. import _deprecation, theory
-from ..attention import noniso_attention as _noniso_attention
-from ..attention import qk_attention, random_attention
+from .. import theory
+from ..attention import noniso_attention, qk_attention, random_attention
 from ..depth import propagate, weight_gradients
 from ..free_probability import correlated_bulk_radius, gram_stable_rank_limit
 from ..masks import consensus_rate, consensus_transient_layer, make_mask
@@ -19,17 +18,10 @@ from ..metrics import decay_rate, spectral_gap, squared_singular_values, stable_
 from ..norms import normalise
 from ..theory import LN2
 from ..sphere import sphere_flow, tail_rate
-from ..tokens import gaussian_tokens, orthonormal_tokens
-from ..tokens import near_consensus as _near_consensus
-from ..width import noniso_width_ranks as _noniso_width_ranks
+from ..tokens import gaussian_tokens, near_consensus, orthonormal_tokens
+from ..width import noniso_width_ranks
 from ..wu_table import logit_s2
 from .registry import Comparison, register
-
-# the simulation helpers of chapters 15 and 16 moved to the package (imported above under private names, so
-# that the old names reach __getattr__ and warn)
-__getattr__ = _deprecation.moved_attributes(__name__, {"noniso_attention": "rcteach.attention:noniso_attention",
-                                                       "near_consensus": "rcteach.tokens:near_consensus",
-                                                       "noniso_width_ranks": "rcteach.width:noniso_width_ranks"})
 
 
 @register(
@@ -217,7 +209,7 @@ def gradient_growth_t(*, T1, T2, seeds, centred=False, s2=LN2, seed=740, device=
 )
 def noniso_bulk_radius(*, T, gamma, seeds, s2=LN2, seed=750, device=None) -> Comparison:
     d = round(gamma * T)
-    A = _noniso_attention(T, d, s2, seeds=seeds, seed=seed, device=device, dtype=torch.float64)
+    A = noniso_attention(T, d, s2, seeds=seeds, seed=seed, device=device, dtype=torch.float64)
     return Comparison(prediction=theory.noniso_bulk_radius(T, d, s2),
                       measured=spectral_gap(A).bulk_radius.mean().item(), tolerance=0.05, relative=True)
 
@@ -243,7 +235,7 @@ def noniso_bulk_radius(*, T, gamma, seeds, s2=LN2, seed=750, device=None) -> Com
 )
 def noniso_width_slope(*, T, gamma, seeds, s2=LN2, seed=780, device=None) -> Comparison:
     d = round(T / gamma)
-    sr = _noniso_width_ranks(T, d, s2, seeds=seeds, seed=seed, device=device) / T
+    sr = noniso_width_ranks(T, d, s2, seeds=seeds, seed=seed, device=device) / T
     return Comparison(prediction=theory.noniso_width_slope(gamma), measured=sr.median().item(), tolerance=0.05,
                       relative=True)
 
@@ -298,7 +290,7 @@ def deep_layer_gap(*, T, layer, seeds, s2=LN2, seed=760, device=None) -> Compari
 def dong_cubic_collapse(*, T, d, seeds, s2=1.0, seed=770, device=None) -> Comparison:
     mu = {}
     for eps in (1e-2, 1e-3):
-        X0 = _near_consensus(T, d, eps, seeds=seeds, seed=seed, device=device, dtype=torch.float64)
+        X0 = near_consensus(T, d, eps, seeds=seeds, seed=seed, device=device, dtype=torch.float64)
         run = propagate(X0, 1, attention="qk", s2=s2, norm="rms", values="orthogonal", seed=seed + 1)
         mu[eps] = run.mu.cpu()  # (2, seeds)
     slope = (mu[1e-2][1] / mu[1e-3][1]).log() / (mu[1e-2][0] / mu[1e-3][0]).log()

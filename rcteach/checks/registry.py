@@ -28,7 +28,7 @@ import torch
 
 from .. import _extras, _validate
 
-__all__ = ["Comparison", "Check", "CheckResult", "CheckFailed", "check", "off_by", "register", "registry", "run_check", "run_checks",
+__all__ = ["Comparison", "Check", "CheckResult", "CheckFailed", "check", "off_by", "register", "all_checks", "run_check", "run_checks",
            "results_table", "results_html", "mutants_table", "MODES", "SOURCES"]
 
 MODES = ("quick", "full")
@@ -239,7 +239,7 @@ def off_by(fraction: float) -> dict:
     return {f"{label} high": lambda p, s: p * (1 + fraction), f"{label} low": lambda p, s: p * (1 - fraction)}
 
 
-def registry() -> dict[str, Check]:
+def all_checks() -> dict[str, Check]:
     """All registered checks by name, in registration order."""
     return dict(_REGISTRY)
 

@@ -1,25 +1,15 @@
-"""What the explorers' figure functions share: fixed-margin figures, log axes, PNG encoding, and the
-deprecation of renamed keywords."""
+"""What the explorers' figure functions share: fixed-margin figures, log axes, PNG encoding."""
 
 from __future__ import annotations
 
 import base64
 import io
-import warnings
 
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
 DPI = 72  # figure resolution of the explorers' PNGs: small enough to encode in a few ms
-
-
-def renamed(old: str, new: str, value):
-    """``value`` of a keyword renamed ``old`` -> ``new``, with a DeprecationWarning naming ``new``
-    (pointing at the caller of the function that calls this)."""
-    warnings.warn(f"the keyword {old}= is deprecated and will be removed in the next release; use {new}=",
-                  DeprecationWarning, stacklevel=3)
-    return value
 
 
 def to_numpy(x: torch.Tensor) -> np.ndarray:

@@ -16,7 +16,7 @@ from ..masks import (MASK_KINDS, centre_eccentricity, consensus_rate, diameter, 
                      is_strongly_connected, make_mask)
 from ..plotting import axes, draw_mask
 from ..tokens import orthonormal_tokens
-from ._common import figure, log_scale, positive, renamed, to_numpy
+from ._common import figure, log_scale, positive, to_numpy
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class MaskData:
 
 
 def mask_data(kind="causal", *, T=10, window=2, beta=1.0, norm=None, values="orthogonal", depth=24, d=32,
-              s2=1.0, seeds=8, seed=0, device=None, temperature=None) -> MaskData:
+              s2=1.0, seeds=8, seed=0, device=None) -> MaskData:
     """mu(X_t) for ``seeds`` networks of masked query-key attention, and the mask's graph.
 
     Parameters
@@ -52,10 +52,7 @@ def mask_data(kind="causal", *, T=10, window=2, beta=1.0, norm=None, values="ort
     depth : int >= 0
     s2 : float >= 0
         Logit variance at beta = 1 for unit-norm tokens.
-    temperature : deprecated; ``beta = 1 / temperature``.
     """
-    if temperature is not None:
-        beta = 1.0 / _validate.real("temperature", renamed("temperature", "beta", temperature), positive=True)
     kind = _validate.choice("kind", kind, MASK_KINDS)
     window = _validate.integer("window", window, minimum=0)  # checked for every kind (the explorer's starting value)
     beta = _validate.real("beta", beta, positive=True)

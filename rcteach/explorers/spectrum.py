@@ -15,7 +15,7 @@ from ..attention import ACTIVATIONS, LN2, attention_map, random_attention
 from ..logits import random_qk_logits
 from ..metrics import spectrum
 from ..plotting import axes, plot_spectrum
-from ._common import figure, log_scale, renamed, to_numpy
+from ._common import figure, log_scale, to_numpy
 
 ATTENTION = ("iid", "qk")  # the attention models: i.i.d. logits, or query-key logits on orthonormal tokens
 
@@ -40,7 +40,7 @@ class SpectrumData:
 
 
 def spectrum_data(T=256, s2=LN2, *, activation="softmax", bias=0.0, centred=False, attention="iid", d_qk=64, seed=0,
-                  device=None, model=None) -> SpectrumData:
+                  device=None) -> SpectrumData:
     """Spectrum of one T x T attention matrix and its predicted bulk circle and outlier.
 
     Parameters
@@ -62,7 +62,6 @@ def spectrum_data(T=256, s2=LN2, *, activation="softmax", bias=0.0, centred=Fals
         Query-key width (``attention="qk"`` only).
     seed : int
         Randomness: the same seed gives the same matrix.
-    model : deprecated name of ``attention``.
 
     Returns
     -------
@@ -72,8 +71,6 @@ def spectrum_data(T=256, s2=LN2, *, activation="softmax", bias=0.0, centred=Fals
     s2 = _validate.real("s2", s2, minimum=0.0)
     activation = _validate.choice("activation", activation, ACTIVATIONS)
     centred = _validate.flag("centred", centred)
-    if model is not None:
-        attention = renamed("model", "attention", model)
     attention = _validate.choice("attention", attention, ATTENTION)
     d_qk = _validate.integer("d_qk", d_qk, minimum=1)
     seed = _validate.seed(seed)

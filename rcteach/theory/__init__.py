@@ -18,7 +18,6 @@ fixed s2; finite-T corrections are O(sqrt(c/T)) relative.
 
 from __future__ import annotations
 
-from .. import _deprecation
 from .depth import *  # noqa: F403
 from .depth import __all__ as _depth
 from .layernorm import *  # noqa: F403
@@ -34,5 +33,3 @@ from .width import __all__ as _width
 
 __all__ = [*_spectra, *_width, *_depth, *_maps, *_masks, *_layernorm]
 
-__getattr__ = _deprecation.moved_attributes(__name__, {"MAP_ACTIVATIONS": "rcteach.theory:ACTIVATIONS",
-                                                       "consensus_rate": "rcteach.masks:consensus_rate"})

@@ -18,7 +18,7 @@ import traceback
 from dataclasses import dataclass
 
 from .. import __version__
-from ..checks import mutants_table, registry, results_table, run_check
+from ..checks import all_checks, mutants_table, results_table, run_check
 from ..checks.registry import Check
 from . import _args as arg
 from ._args import UsageError
@@ -48,7 +48,7 @@ def _run(name: str, mode: str, device: str):
     try:
         return run_check(name, mode, device=device)
     except Exception as err:  # a check that raises is reported, and the others still run
-        return CheckError(registry()[name], f"{type(err).__name__}: {err}")
+        return CheckError(all_checks()[name], f"{type(err).__name__}: {err}")
 
 
 def _strict(value):
@@ -89,9 +89,9 @@ def _text(results, mutants: bool) -> str:
 
 def _check(args) -> int:
     device = args.device or arg.checked_device()
-    names = [n for n in registry() if fnmatch.fnmatch(n, args.k)]
+    names = [n for n in all_checks() if fnmatch.fnmatch(n, args.k)]
     if not names:
-        raise UsageError(f"-k {args.k!r} matches no check; registered: {', '.join(registry())}")
+        raise UsageError(f"-k {args.k!r} matches no check; registered: {', '.join(all_checks())}")
     if not args.json:
         from tqdm.auto import tqdm
 
