@@ -9,7 +9,8 @@ slider, a select for a dropdown, a checkbox), the PNGs inlined as base64 data, a
 control that changes nothing at the current setting (the window of a non-sliding mask) is disabled.
 
 :class:`rcteach.widgets.Explorer` displays this view instead of its widgets when the environment
-variable ``STATIC_BOOK`` is set, which the book's Sphinx extension does for the kernels it starts.
+variable ``RCTEACH_STATIC_BOOK`` (:data:`STATIC_BOOK`) is set, which the book's Sphinx extension does
+for the kernels it starts.
 Introduced with the explorers ("Explore" sections of chapters 2, 4, 5 and 9).
 """
 
