@@ -29,10 +29,10 @@ from dataclasses import dataclass
 import torch
 
 from . import _validate, linalg
-from .attention import attention_map
-from .norms import NORMS, normalise, normalise_unchecked
 from .device import make_generator, resolve
-from .masks import check_batch_mask, make_mask
+from .layers import LayerConfig, LayerWeights, forward, on_tokens
+from .masks import make_mask
+from .norms import normalise
 from .metrics import mu_unchecked
 
 __all__ = [
@@ -76,6 +76,9 @@ def _weights(X, W_V, B):
 def layer_map(X, W_V, B=None, *, mask=None, beta=1.0, norm="rms") -> torch.Tensor:
     """One self-attention layer with fixed weights: X' = normalise(softmax_mask(beta X B X^T) X W_V).
 
+    The public layer :func:`rcteach.layers.forward` with query-key attention, W_Q = sqrt(d) B and
+    W_K = I_d (its logits beta (X W_Q)(X W_K)^T / sqrt(d) are beta X B X^T).
+
     Parameters
     ----------
     X : Tensor, (*batch, N, d)
@@ -98,12 +101,10 @@ def layer_map(X, W_V, B=None, *, mask=None, beta=1.0, norm="rms") -> torch.Tenso
     """
     X = _validate.matrix("X", X, min_rows=2)
     W_V, B = _weights(X, W_V, B)
-    beta = _validate.real("beta", beta)
-    if mask is not None:
-        mask = check_batch_mask(mask, X)
-    logits = beta * (X @ B @ X.transpose(-2, -1))  # (*batch, N, N)
-    A = attention_map(logits, mask)  # (*batch, N, N), row-stochastic on the mask
-    return normalise_unchecked(A @ X @ W_V, _validate.choice("norm", norm, NORMS))  # (*batch, N, d)
+    d = X.shape[-1]
+    config = on_tokens(LayerConfig(attention="qk", beta=beta, mask=mask, norm=norm), X)
+    identity = torch.eye(d, dtype=X.dtype, device=X.device)
+    return forward(X, config, LayerWeights(W_Q=math.sqrt(d) * B, W_K=identity, W_V=W_V))  # (*batch, N, d)
 
 
 def random_unit_tokens(N, d, *, batch=(), seed=None, generator=None, device=None, dtype=None) -> torch.Tensor:

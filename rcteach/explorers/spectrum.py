@@ -12,9 +12,11 @@ import torch
 
 from .. import _validate, linalg, theory
 from ..attention import ACTIVATIONS, LN2, attention_map, random_attention
-from ..logits import random_qk_logits
+from ..device import make_generator, resolve
+from ..logits import qk_logits, qk_weights
 from ..metrics import spectrum
 from ..plotting import axes, plot_spectrum
+from ..tokens import orthonormal_tokens
 from ._common import figure, log_scale, to_numpy
 
 ATTENTION = ("iid", "qk")  # the attention models: i.i.d. logits, or query-key logits on orthonormal tokens
@@ -78,8 +80,10 @@ def spectrum_data(T=256, s2=LN2, *, activation="softmax", bias=0.0, centred=Fals
     if attention == "iid":
         A = random_attention(T, s2, activation=activation, bias=bias, centred=centred, seed=seed, device=device)
     else:
-        sigma = s2**0.25  # sigma_q^2 sigma_k^2 r^4 = s2 for unit tokens
-        logits = random_qk_logits(T, T, d_qk, token_norm_sq=1.0, sigma_q=sigma, sigma_k=sigma, seed=seed, device=device)
+        device, dtype = resolve(device, None)
+        gen = make_generator(seed, None, device)
+        X = orthonormal_tokens(T, T, generator=gen, device=device, dtype=dtype)  # unit-norm tokens
+        logits = qk_logits(X, *qk_weights(T, d_qk, s2, generator=gen, device=device, dtype=dtype))  # variance s2
         A = attention_map(logits, activation=activation, bias=bias, centred=centred)  # (T, T)
     radius = theory.map_bulk_radius(T, activation, s2, bias)
     return SpectrumData(
