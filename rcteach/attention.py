@@ -134,6 +134,12 @@ def random_attention(
     Returns
     -------
     Tensor, shape (*batch, T, T)
+
+    Examples
+    --------
+    >>> A = rcteach.random_attention(256, seed=0)  # s2 = ln 2: c = e^{s2} - 1 = 1
+    >>> A.shape, bool(torch.allclose(A.sum(-1), torch.ones(256, dtype=torch.float64)))  # row-stochastic
+    (torch.Size([256, 256]), True)
     """
     logits = random_logits(T, s2, batch=batch, seed=seed, generator=generator, device=device, dtype=dtype)
     return attention_map(logits, activation=activation, bias=bias, centred=centred)

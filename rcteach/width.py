@@ -128,6 +128,12 @@ def width_stable_ranks(T, gamma, s2=LN2, *, seeds=1, centred=False, gram=False, 
     Predictions: sr(A X0 W) -> 1 + c (:func:`rcteach.theory.width_stable_rank`), Gram version
     -> 1; sr(A_perp X0 W) / T -> :func:`rcteach.theory.centred_width_slope` (i.i.d. model only);
     with a skip a, sr -> 1 + c + gamma / a^2, normalised or not (:func:`rcteach.theory.skip_width_stable_rank`).
+
+    Examples
+    --------
+    >>> sr = rcteach.width_stable_ranks(256, 0.5, seeds=4, seed=0)  # T = 256 tokens, d = 512
+    >>> sr.shape, round(sr.mean().item(), 2)  # 1 + c = 2 at s2 = ln 2, less O(1/T)
+    (torch.Size([4]), 1.92)
     """
     _validate.choice("norm", norm, NORMS)
     _validate.flag("gram", gram)

@@ -249,6 +249,12 @@ def run_check(name: str, mode: str = "quick", *, device=None, **overrides) -> Ch
 
     ``device`` is passed to checks that simulate (those with a ``device`` setting).  A check whose
     optional extra is not installed is not run: its result is SKIPPED, ``skipped`` says why.
+
+    Examples
+    --------
+    >>> result = rcteach.run_check("row-stochastic")  # quick mode
+    >>> result.check.claim, result.passed
+    ('Softmax attention is row-stochastic: every row sums to 1 (A1 = 1)', True)
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a check name (str), got {type(name).__name__}")
