@@ -40,14 +40,31 @@ def toc_files() -> list[str]:
 KERNEL_PORT_RACE = ("Address already in use", "Kernel died before replying to kernel_info")
 
 
+#: A link to another chapter: ``[text](NN_name.md)``, which Jupyter Book resolves to the chapter's page
+#: and JupyterLab opens as a notebook (the roles {ref} and {doc} work in the book only).
+CHAPTER_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]*)\)")
+
+
 def test_chapters_are_labelled_linked_and_checked_in_one_call():
-    """Every page has a ``(label)=`` above its title; "previous/next chapter" is always a link; checks
-    run through ``rcteach.check`` (no assert-only cells, no reach-ins to the HTML formatter)."""
-    bare = re.compile(r"(?<!\{ref\}`)(?<!\{ref\}`The )\b(previous|next) chapter\b", re.IGNORECASE)
-    for name in toc_files():
-        text = (ROOT / f"{name}.md").read_text(encoding="utf-8")
+    """Every page has a ``(label)=`` above its title; cross-chapter links are Markdown links to an
+    existing chapter file (no {ref}/{doc}); "previous/next chapter" is always a link; every equation
+    label is cited and every cited one exists; checks run through ``rcteach.check`` (no assert-only
+    cells, no reach-ins to the HTML formatter)."""
+    bare = re.compile(r"\b(previous|next) chapter\b", re.IGNORECASE)
+    texts = {name: (ROOT / f"{name}.md").read_text(encoding="utf-8") for name in toc_files()}
+    labels = {label: name for name, text in texts.items() for label in re.findall(r"^\$\$ \(([a-z0-9-]+)\)$", text, re.M)}
+    cited = {label for text in texts.values() for label in re.findall(r"\{eq\}`([^`]+)`", text)}
+    assert cited <= set(labels), f"cited equations without a label: {sorted(cited - set(labels))}"
+    assert set(labels) <= cited, f"equation labels nothing cites: {sorted(set(labels) - cited)}"
+    for name, text in texts.items():
         assert re.search(r"^\([a-z0-9-]+\)=\n# ", text, re.M), f"{name}: no label above the title"
-        assert not bare.search(text), f"{name}: an unlinked {bare.search(text).group(0)!r}"
+        for role in ("{ref}", "{doc}"):
+            assert role not in text, f"{name}: a {role} link (dead in JupyterLab; link to the chapter's .md)"
+        for _, target in CHAPTER_LINK.findall(text):
+            if "://" not in target and not target.startswith("#"):
+                assert (ROOT / name).with_name(target.split("#")[0]).is_file(), f"{name}: link to {target}"
+        unlinked = bare.search(CHAPTER_LINK.sub("", text))
+        assert not unlinked, f"{name}: an unlinked {unlinked.group(0)!r}"
         for old in ("run_check(", "results_html(", "assert result.passed"):
             assert old not in text, f"{name}: {old} (use rcteach.check)"
 
