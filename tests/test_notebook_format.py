@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
 CHAPTERS = sorted(BOOK.glob("*.md"))
 CONFIG = load_jupytext_configuration_file(find_jupytext_configuration_file(str(BOOK)))
-MAX_LINE = 100  # characters of a code line: wider lines scroll sideways in the book
+MAX_LINE = 88  # characters of a code line: what fits in the book's code boxes and on a printed page
 
 
 def _as_jupyterlab_saves_it(notebook):
