@@ -275,6 +275,53 @@ def test_download_menu_and_collapsed_solutions_in_a_browser(built_book):
     assert not problems, "\n".join(problems)
 
 
+PHONE = {"width": 390, "height": 844}
+
+
+@pytest.mark.book
+@needs_browser
+def test_on_a_phone_the_menu_opens_and_check_tables_keep_their_verdict_in_view(built_book):
+    """At 390 x 844 on every page: exactly one ☰ button shows; tapping it shows the contents (a
+    link to every chapter); the page never scrolls sideways; every check table keeps its verdict
+    column (PASS/FAIL) on screen, its other columns scrolling inside the cell."""
+    from playwright.sync_api import sync_playwright
+
+    html = _built(built_book)
+    problems, tables = [], 0
+    with sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_page(viewport=PHONE)
+        for name in toc_files():
+            page.goto((html / f"{name}.html").as_uri(), wait_until="load")
+            sideways = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+            if sideways > 0:
+                problems.append(f"{name}: the page scrolls {sideways} px sideways")
+            verdicts = page.evaluate(
+                "Array.from(document.querySelectorAll('table.rcteach-checks')).flatMap(t =>"
+                " Array.from(t.querySelectorAll('tr > :last-child')).map(c => {"
+                " const r = c.getBoundingClientRect(); return [c.innerText, r.left, r.right]; }))")
+            tables += page.locator("table.rcteach-checks").count()
+            problems += [f"{name}: verdict {text!r} at x = {left:.0f}..{right:.0f}, off a {PHONE['width']} px screen"
+                         for text, left, right in verdicts if left < 0 or right > PHONE["width"]]
+            toggles = page.locator(".primary-toggle:visible")
+            if toggles.count() != 1:
+                problems.append(f"{name}: {toggles.count()} visible contents buttons")
+                continue
+            toggles.first.click()
+            try:
+                page.locator("nav.bd-links a").first.wait_for(state="visible", timeout=5000)
+            except Exception:
+                problems.append(f"{name}: the contents button shows no contents")
+                continue
+            shown = page.locator("nav.bd-links a:visible").count()
+            if shown < len(toc_files()) - 1:
+                problems.append(f"{name}: the contents show {shown} links")
+        browser.close()
+    if not tables:
+        problems.append("no check table in the book (table.rcteach-checks from rcteach.check)")
+    assert not problems, "\n".join(problems)
+
+
 @pytest.mark.book
 @needs_browser
 def test_explorers_move_in_the_static_book(built_book):
