@@ -69,6 +69,15 @@ def test_chapters_are_labelled_linked_and_checked_in_one_call():
             assert old not in text, f"{name}: {old} (use rcteach.check)"
 
 
+def test_the_intro_says_how_to_install_and_open_a_chapter():
+    """The intro gives the install line, the three ways to a chapter as a notebook, and the
+    extension that renders MyST in JupyterLab (a .md chapter opens on double-click: no "Open With")."""
+    intro = (ROOT / "book" / "intro.md").read_text(encoding="utf-8")
+    for needed in ("pip install", "rcteach notebooks", "make setup", "double-click", "jupyterlab-myst", "`.ipynb`"):
+        assert needed in intro, f"the intro does not say {needed!r}"
+    assert "Open With" not in intro
+
+
 @pytest.fixture(scope="module")
 def built_book(tmp_path_factory):
     """Vendor the front-end files (``make vendor``), build the book once; the build's result.
