@@ -333,6 +333,32 @@ def test_on_a_phone_the_menu_opens_and_check_tables_keep_their_verdict_in_view(b
 
 @pytest.mark.book
 @needs_browser
+def test_search_from_disk_shows_snippets_without_errors(built_book):
+    """The search page opened from disk (file://): searching a word lists pages, each with a
+    snippet of its text holding the word (book/_ext/offline_search.py), and no console error."""
+    from playwright.sync_api import sync_playwright
+
+    html = _built(built_book)
+    with sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_page()
+        errors = []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("requestfailed", lambda r: errors.append(f"failed to load {r.url}"))
+        page.goto((html / "search.html").as_uri() + "?q=spectral", wait_until="load")
+        page.wait_for_function("document.querySelectorAll('#search-results li').length > 0 && Array.from("
+                               "document.querySelectorAll('#search-results li')).every(li => li.querySelector('p.context'))",
+                               timeout=30000)
+        hits = page.evaluate("Array.from(document.querySelectorAll('#search-results li')).map(li =>"
+                             " [li.querySelector('a').innerText, li.querySelector('p.context').innerText])")
+        browser.close()
+    assert any(title.endswith("The spectral gap") for title, _ in hits), hits
+    assert all("spectral" in snippet.lower() for _, snippet in hits), hits
+    assert not errors, errors
+
+
+@pytest.mark.book
+@needs_browser
 def test_explorers_move_in_the_static_book(built_book):
     """On each explorer page, offline: moving the first slider changes the figure, the maths renders,
     the page says the figures are precomputed, and no request leaves the machine."""
