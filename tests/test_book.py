@@ -224,6 +224,8 @@ def test_every_chapter_offers_a_clean_notebook_download(built_book):
     import jupytext
     import nbformat
 
+    from rcteach.tools.notebooks import CHAPTER_LINK as CHAPTER_LINK_MD
+
     html = _built(built_book)
     for name in toc_files():
         text = (html / f"{name}.html").read_text(encoding="utf-8")
@@ -232,7 +234,12 @@ def test_every_chapter_offers_a_clean_notebook_download(built_book):
         notebook = nbformat.read((html / name).parent / links[0], as_version=4)
         nbformat.validate(notebook)
         source = jupytext.read(ROOT / f"{name}.md")
-        assert [c.source for c in notebook.cells] == [c.source for c in source.cells], name
+        expected = [CHAPTER_LINK_MD.sub(r"](\1.ipynb\2)", c.source) if c.cell_type == "markdown" else c.source
+                    for c in source.cells]  # links to other chapters point at their downloads
+        assert [c.source for c in notebook.cells] == expected, name
+        download = (html / name).parent / links[0]
+        for target in re.findall(r"\]\(([\w-]+\.ipynb)", "".join(expected)):
+            assert download.with_name(target).is_file(), f"{name}: its download links {target}, not there"
         assert all(not c.get("outputs") for c in notebook.cells if c.cell_type == "code"), f"{name}: outputs"
         assert notebook.metadata["kernelspec"]["name"] == "python3" and "jupytext" not in notebook.metadata
 

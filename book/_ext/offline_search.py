@@ -24,10 +24,10 @@ SKIPPED = (nodes.raw, nodes.image, nodes.comment, nodes.system_message)
 def _html(node) -> str:
     """The text of ``node`` as HTML: each section an ``<section id>``, everything else escaped text
     (code cells' source included, their outputs not)."""
-    if isinstance(node, SKIPPED) or "cell_output" in node.get("classes", ()):
-        return ""  # figures, raw HTML and the cells' outputs: no text worth a snippet
     if isinstance(node, nodes.Text):
         return html.escape(node.astext())
+    if isinstance(node, SKIPPED) or "cell_output" in node.get("classes", ()):
+        return ""  # figures, raw HTML and the cells' outputs: no text worth a snippet
     inner = "".join(_html(child) for child in node.children)
     if isinstance(node, nodes.section) and node["ids"]:
         return f'<section id="{html.escape(node["ids"][0])}">{inner}</section>'
