@@ -25,15 +25,16 @@ def _solution_admonitions(text):
 
 #: The one format of an exercise's solution: this dropdown, then its code cell (SOLUTION_CELL).
 SOLUTION_DROPDOWN = re.compile(r":::\{admonition\} Solution to exercise (\d+)\n:class: dropdown\n(?:.+\n)+:::\Z")
-SOLUTION_CELL = {"tags": ["hide-cell", "solution"], "jupyter": {"outputs_hidden": True, "source_hidden": True}}
+SOLUTION_CELL = {"tags": ["hide-cell", "solution"], "jupyter": {"source_hidden": True}}
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=[p.stem for p in CHAPTERS])
 def test_chapter_solutions_have_one_format_and_are_collapsed(chapter):
     """After the list of exercises, each exercise n in turn has a dropdown "Solution to exercise n"
     (the end of a Markdown cell) and then one solution code cell, collapsed in the HTML book
-    (``hide-cell``: input and outputs under one toggle) and in JupyterLab (code and outputs hidden,
-    also after Run All)."""
+    (``hide-cell``: input and outputs under one toggle) and in JupyterLab (code hidden; not the
+    outputs: JupyterLab shows a cell's outputs when it runs, so ``outputs_hidden`` would not survive
+    a save)."""
     cells = jupytext.read(chapter).cells
     start = next((i for i, c in enumerate(cells) if c.cell_type == "markdown" and "## Exercises" in c.source), None)
     if start is None:
