@@ -7,7 +7,7 @@ import torch
 from .. import equilibria as eq
 from ..norms import normalise
 from ..masks import make_mask
-from .registry import Comparison, register
+from .registry import Comparison, off_by, register
 
 NEWTON = ("Newton's method on the product of spheres converges quadratically: residuals reach ~1e-16; "
           "1e-12 leaves four orders of margin for round-off in the Jacobian solve")
@@ -34,7 +34,7 @@ def equilibrium_fixed_point() -> Comparison:
            "spectral radius 1/2 (token 1: the eigenvalue ratio 1/2 of W_V; token 2: 0 by design)"),
     source="derived",
     tolerance_note="autograd Jacobian and a 2x2 eigenvalue problem in float64: error ~1e-15; 1e-10 leaves margin",
-    mutants={"neutral (radius 1)": lambda p, s: 1.0, "the squared ratio 1/4": lambda p, s: p ** 2},
+    mutants={**off_by(3e-10), "neutral (radius 1)": lambda p, s: 1.0, "the squared ratio 1/4": lambda p, s: p ** 2},
     quick=dict(),
 )
 def equilibrium_stable() -> Comparison:
@@ -58,6 +58,7 @@ def equilibrium_stable() -> Comparison:
     mutants={"the full-rank state is unstable": lambda p, s: p[:-1], "only consensus (rank 1) is stable": lambda p, s: p[:1]},
     quick=dict(N=4, perturbations=8, eps=1e-6, steps=300),
     full=dict(N=5, perturbations=64, eps=1e-6, steps=600),
+    base_seeds=(0, 1000, 2000),
 )
 def equilibria_every_rank(*, N, perturbations, eps, steps, q=0.8, seed=0) -> Comparison:
     W_V, B = eq.triangular_example(N, q=q)
@@ -82,7 +83,7 @@ def equilibria_every_rank(*, N, perturbations, eps, steps, q=0.8, seed=0) -> Com
            "later ones"),
     source="derived",
     tolerance_note="autograd Jacobian and an eigenvalue problem of size N(N-1) in float64: error ~1e-15; 1e-10 leaves margin",
-    mutants={"radius q^2": lambda p, s: p ** 2, "radius 1/2 (the N = 2 example's)": lambda p, s: 0.5},
+    mutants={**off_by(2e-10), "radius q^2": lambda p, s: p ** 2, "radius 1/2 (the N = 2 example's)": lambda p, s: 0.5},
     quick=dict(N=5, q=0.8),
     full=dict(N=8, q=0.5),
 )

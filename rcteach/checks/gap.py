@@ -31,6 +31,7 @@ from .registry import Comparison, off_by, register
     mutants={**off_by(0.06), "the radius sqrt(c/T) taken for the median": lambda p, s: p * 2 ** 0.5},
     quick=dict(T=512, seeds=4),
     full=dict(T=1024, seeds=8),
+    base_seeds=(3, 1003, 2003),
 )
 def bulk_median_modulus(*, T, seeds, s2=LN2, seed=3, device=None) -> Comparison:
     A = random_attention(T, s2, batch=seeds, seed=seed, device=device, dtype=torch.float64)
@@ -52,6 +53,7 @@ def bulk_median_modulus(*, T, seeds, s2=LN2, seed=3, device=None) -> Comparison:
     mutants={**off_by(0.05), "the semicircle-edge scale 2 sqrt(c/T) taken for the median": lambda p, s: 2 * p / theory.QUARTER_CIRCLE_MEDIAN},
     quick=dict(T=512, seeds=8),
     full=dict(T=1024, seeds=8),
+    base_seeds=(4, 1004, 2004),
 )
 def sv_median(*, T, seeds, s2=LN2, seed=4, device=None) -> Comparison:
     A = random_attention(T, s2, batch=seeds, seed=seed, device=device, dtype=torch.float64)
@@ -72,6 +74,7 @@ def sv_median(*, T, seeds, s2=LN2, seed=4, device=None) -> Comparison:
     mutants={**off_by(0.05), "the eigenvalue radius sqrt(c/T) taken for the edge": lambda p, s: p / 2},
     quick=dict(T=256, seeds=8),
     full=dict(T=1024, seeds=8),
+    base_seeds=(5, 1005, 2005),
 )
 def sv_edge_light_tails(*, T, seeds, s2=0.25, seed=5, device=None) -> Comparison:
     A = random_attention(T, s2, batch=seeds, seed=seed, device=device, dtype=torch.float64)
@@ -97,6 +100,7 @@ def _qk_setting(T, d, d_qk, s2, seeds, seed, device):
              "a factor d_qk kept (no 1/d_qk in the weights)": lambda p, s: p * s["d_qk"]},
     quick=dict(T=128, d=256, d_qk=64, seeds=8),
     full=dict(T=512, d=1024, d_qk=64, seeds=8),
+    base_seeds=(6, 1006, 2006),
 )
 def qk_logit_variance(*, T, d, d_qk, seeds, s2=LN2, seed=6, device=None) -> Comparison:
     g, predicted = _qk_setting(T, d, d_qk, s2, seeds, seed, device)
@@ -119,6 +123,8 @@ def qk_logit_variance(*, T, d, d_qk, seeds, s2=LN2, seed=6, device=None) -> Comp
     mutants={**off_by(0.15), "c replaced by s2": lambda p, s: (s["s2"] / s["T"]) ** 0.5},
     quick=dict(T=128, d=512, d_qk=512, seeds=16),
     full=dict(T=512, d=2048, d_qk=2048, seeds=16),
+    base_seeds=(7, 1007, 2007),
+    coarse=('the largest bulk modulus: a finite-T edge excess of 2-5% plus rare seeds far outside the disc; the disc statistic does not apply (the query-key bulk is not a uniform disc at finite d_qk)'),
 )
 def qk_bulk_radius(*, T, d, d_qk, seeds, s2=LN2, seed=7, device=None) -> Comparison:
     g, predicted_s2 = _qk_setting(T, d, d_qk, s2, seeds, seed, device)
@@ -136,6 +142,7 @@ def qk_bulk_radius(*, T, d, d_qk, seeds, s2=LN2, seed=7, device=None) -> Compari
     mutants={**off_by(0.05), "the centred value c": lambda p, s: theory.frobenius_sq(s["s2"], centred=True)},
     quick=dict(T=256, d=512, d_qk=64, seeds=8),
     full=dict(T=512, d=1024, d_qk=64, seeds=8),
+    base_seeds=(8, 1008, 2008),
 )
 def qk_frobenius_norm(*, T, d, d_qk, seeds, s2=LN2, seed=8, device=None) -> Comparison:
     g, predicted_s2 = _qk_setting(T, d, d_qk, s2, seeds, seed, device)

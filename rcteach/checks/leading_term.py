@@ -27,6 +27,7 @@ from .registry import Comparison, off_by, register
     mutants={"the mean scales attention by e^m": lambda p, s: abs(math.expm1(s["m"]))},  # the deviation it implies (x T)
     quick=dict(T=256, seeds=4),
     full=dict(T=1024, seeds=8),
+    base_seeds=(0, 1000, 2000),
 )
 def logit_mean_cancels(*, T, seeds, s2=LN2, m=-3.7, seed=0, device=None) -> Comparison:
     g = random_logits(T, s2, batch=seeds, seed=seed, device=device, dtype=torch.float64)
@@ -48,6 +49,8 @@ def logit_mean_cancels(*, T, seeds, s2=LN2, m=-3.7, seed=0, device=None) -> Comp
              "remainder sqrt(s2/T) (c replaced by s2)": lambda p, s: (s["s2"] / s["T"]) ** 0.5},
     quick=dict(T=512, seeds=32),
     full=dict(T=1024, seeds=32),
+    base_seeds=(0, 1000, 2000),
+    coarse=('the prediction is leading order: the pooled ratio sits 1-3.5% above sqrt(c/T); the next-order term of the remainder is not derived'),
 )
 def leading_term_residual(*, T, seeds, s2=LN2, m=-LN2 / 2, seed=0, device=None) -> Comparison:
     g = random_logits(T, s2, m=m, batch=seeds, seed=seed, device=device, dtype=torch.float64)
@@ -66,6 +69,7 @@ def leading_term_residual(*, T, seeds, s2=LN2, m=-LN2 / 2, seed=0, device=None) 
              "c replaced by s2": lambda p, s: s["s2"] ** 0.5 / s["T"]},
     quick=dict(T=256, seeds=16),
     full=dict(T=1024, seeds=16),
+    base_seeds=(0, 1000, 2000),
 )
 def entry_sd(*, T, seeds, s2=LN2, seed=0, device=None) -> Comparison:
     A = random_attention(T, s2, batch=seeds, seed=seed, device=device, dtype=torch.float64)
@@ -83,6 +87,7 @@ def entry_sd(*, T, seeds, s2=LN2, seed=0, device=None) -> Comparison:
              "c replaced by s2": lambda p, s: 1 + s["s2"]},
     quick=dict(T=256, seeds=16),
     full=dict(T=1024, seeds=16),
+    base_seeds=(0, 1000, 2000),
 )
 def frobenius_norm(*, T, seeds, s2=LN2, seed=0, device=None) -> Comparison:
     A = random_attention(T, s2, batch=seeds, seed=seed, device=device, dtype=torch.float64)
@@ -99,6 +104,7 @@ def frobenius_norm(*, T, seeds, s2=LN2, seed=0, device=None) -> Comparison:
     mutants={**off_by(0.05), "the uncentred value 1 + c": lambda p, s: theory.frobenius_sq(s["s2"])},
     quick=dict(T=512, seeds=16),
     full=dict(T=1024, seeds=16),
+    base_seeds=(0, 1000, 2000),
 )
 def centred_frobenius_norm(*, T, seeds, s2=LN2, seed=0, device=None) -> Comparison:
     A = random_attention(T, s2, batch=seeds, seed=seed, device=device, dtype=torch.float64)
@@ -115,6 +121,7 @@ def centred_frobenius_norm(*, T, seeds, s2=LN2, seed=0, device=None) -> Comparis
     mutants={**off_by(0.05), "sign of the 1/T term flipped": lambda p, s: 2 * theory.frobenius_sq(s["s2"]) - p},
     quick=dict(T=256, seeds=32),
     full=dict(T=1024, seeds=32),
+    base_seeds=(0, 1000, 2000),
 )
 def frobenius_next_order(*, T, seeds, s2=1.0, seed=0, device=None) -> Comparison:
     A = random_attention(T, s2, batch=seeds, seed=seed, device=device, dtype=torch.float64)
@@ -133,10 +140,12 @@ def frobenius_next_order(*, T, seeds, s2=1.0, seed=0, device=None) -> Comparison
                     "~0.4%.  Over 3 base seeds the 128-seed mean sat 1.0%, 2.0%, 2.9% below c/(2T), i.e. within 1.3% "
                     "of the next-order value, and the check resolved 4.0-5.3%.  (Against the leading term with 16 "
                     "seeds the tolerance was 12%)"),
-    mutants={**off_by(0.05), "excess c/T (the factor 1/2 dropped)": lambda p, s: 2 * p,
+    mutants={**off_by(0.08), "excess c/T (the factor 1/2 dropped)": lambda p, s: 2 * p,
              "c replaced by s2": lambda p, s: p * s["s2"] / theory.c(s["s2"])},
     quick=dict(T=256, seeds=128),
     full=dict(T=1024, seeds=32),
+    base_seeds=(0, 1000, 2000),
+    coarse=("interim (issue 26, being sharpened on this branch): " 'the 128-seed mean of sigma_1 - 1 spreads by ~0.75% and the O(c/T) factor is neglected'),
 )
 def top_singular_value(*, T, seeds, s2=LN2, seed=0, device=None) -> Comparison:
     if not s2 > 0:

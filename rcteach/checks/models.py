@@ -13,7 +13,7 @@ import torch
 
 from .. import theory
 from ..metrics import spectrum_distance
-from .registry import Comparison, register
+from .registry import Comparison, off_by, register
 
 
 def _small(model):
@@ -36,6 +36,7 @@ def _models():
     mutants={"outlier 1 - 1/T": lambda p, s: 1 / s["T"]},  # the deviation it implies
     quick=dict(model="tinybert", T=64, batch=2),
     full=dict(model="bert-base", T=256, batch=2),
+    base_seeds=(0, 1000, 2000),
 )
 def bert_layer1_outlier_one(*, model, T, batch, seed=0, device=None) -> Comparison:
     models = _models()
@@ -58,10 +59,12 @@ def bert_layer1_outlier_one(*, model, T, batch, seed=0, device=None) -> Comparis
         "disc statistic of bulk-radius does not apply: with head width 26 < T the bulk is far from a uniform disc "
         "(sqrt(2 mean |lambda|^2) is 58% below the edge)"
     ),
-    mutants={"s2 doubled": lambda p, s: _radius_at(p, s["T"], 2.0),
+    mutants={**off_by(0.35), "s2 doubled": lambda p, s: _radius_at(p, s["T"], 2.0),
              "the shared fraction ignored ((1 - 1/3)^2 dropped)": lambda p, s: _radius_at(p, s["T"], 9 / 4)},
     quick=dict(model="tinybert", T=128, batch=4),
     full=dict(model="bert-base", T=256, batch=4),
+    base_seeds=(0, 1000, 2000),
+    coarse=('the largest bulk modulus with head width 26 < T: an edge excess of ~5.5% with a seed spread of 3.8%, and leading-order (1 + gamma) and 1/3 factors'),
 )
 def bert_layer1_bulk_radius(*, model, T, batch, seed=0, device=None) -> Comparison:
     models = _models()
@@ -87,6 +90,7 @@ def _radius_at(radius, T, factor):
     mutants={"centring keeps the outlier 1": lambda p, s: 1.0},
     quick=dict(model="tinybert", T=64),
     full=dict(model="bert-base", T=256),
+    base_seeds=(0, 1000, 2000),
 )
 def centred_model_no_outlier(*, model, T, seed=0, device=None) -> Comparison:
     models = _models()
@@ -108,6 +112,7 @@ def centred_model_no_outlier(*, model, T, seed=0, device=None) -> Comparison:
     mutants={"the eigenvalues are the row sums, all 1 (off by 1 - A_kk)": lambda p, s: 1 - 1 / s["T"]},
     quick=dict(T=32),
     full=dict(T=256),
+    base_seeds=(0, 1000, 2000),
 )
 def gpt2_eigenvalues_diagonal(*, T, seed=0, device=None) -> Comparison:
     models = _models()
@@ -166,9 +171,11 @@ _GRAM_MUTANTS = {
         "terms move s_1^2 by ~(1 - rho)/(rho d), 0.6% for d = 312.  rho itself varies over seeds from 0.28 to 0.37 "
         "(|t_c|^2 is one chi-square draw), which is what the 'rho = 1/3' mutant misses"
     ),
-    mutants=_GRAM_MUTANTS,
+    mutants={**_GRAM_MUTANTS, **off_by(0.1)},
     quick=dict(model="tinybert", T=128, batch=4, seeds=4),
     full=dict(model="roberta-base", T=512),
+    base_seeds=(0, 1000, 2000),
+    coarse=("interim (issue 26, being sharpened on this branch): " 'per model seed: measured/predicted spreads by 2.3% (sd)'),
 )
 def model_gram_embeddings(*, model, T, batch, seeds, seed=0, device=None) -> Comparison:
     pred, measured = _gram_excess(model, T, batch, seeds, seed, layer=0)
@@ -187,9 +194,11 @@ def model_gram_embeddings(*, model, T, batch, seeds, seed=0, device=None) -> Com
         "is not claimed: it loses 4-21% of the excess (roberta-base, 8 seeds: 0.79-0.91 at T = 128, 0.83-0.96 at "
         "T = 512)"
     ),
-    mutants=_GRAM_MUTANTS,
+    mutants={**{k: v for k, v in _GRAM_MUTANTS.items() if k != "rho = 1/3 nominal"}, **off_by(0.2)},
     quick=dict(model="tinybert", T=128, batch=4, seeds=4),
     full=dict(T=512, seeds=8),
+    base_seeds=(0, 1000, 2000),
+    coarse=("interim (issue 26, being sharpened on this branch): " 'per model seed: measured/predicted spreads by 4.4% (sd) with a ~3% loss'),
 )
 def tinybert_gram_layer1(*, model, T, batch, seeds, seed=0, device=None) -> Comparison:
     pred, measured = _gram_excess(model, T, batch, seeds, seed, layer=1)

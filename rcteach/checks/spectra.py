@@ -22,6 +22,7 @@ FLOAT64_IDENTITY = "float64 round-off on sums of T terms of size 1/T: |error| ~ 
     mutants={"rows sum to 1 - 1/T (a dropped diagonal term)": lambda p, s: 1 / s["T"]},
     quick=dict(T=256, seeds=4),
     full=dict(T=1024, seeds=8),
+    base_seeds=(0, 1000, 2000),
 )
 def row_stochastic(*, T, seeds, s2=LN2, seed=0, device=None) -> Comparison:
     A = random_attention(T, s2, batch=seeds, seed=seed, device=device, dtype=torch.float64)
@@ -37,6 +38,7 @@ def row_stochastic(*, T, seeds, s2=LN2, seed=0, device=None) -> Comparison:
     mutants={"outlier 1 - c/T": lambda p, s: theory.c(s["s2"]) / s["T"]},  # the deviation |lambda_1 - 1| it implies
     quick=dict(T=256, seeds=4),
     full=dict(T=1024, seeds=8),
+    base_seeds=(0, 1000, 2000),
 )
 def outlier_one(*, T, seeds, s2=LN2, seed=0, device=None) -> Comparison:
     A = random_attention(T, s2, batch=seeds, seed=seed, device=device, dtype=torch.float64)
@@ -61,6 +63,7 @@ def outlier_one(*, T, seeds, s2=LN2, seed=0, device=None) -> Comparison:
              "the median modulus sqrt(c/(2T)) taken for the radius": lambda p, s: p / 2 ** 0.5},
     quick=dict(T=512, seeds=4),
     full=dict(T=1024, seeds=16),
+    base_seeds=(1, 1001, 2001),
 )
 def bulk_radius(*, T, seeds, s2=LN2, seed=1, device=None) -> Comparison:
     A = random_attention(T, s2, batch=seeds, seed=seed, device=device, dtype=torch.float64)
@@ -77,6 +80,7 @@ def bulk_radius(*, T, seeds, s2=LN2, seed=1, device=None) -> Comparison:
              "centring shrinks the bulk by 1 - 1/T": lambda p, s: theory.bulk_radius(s["T"], s["s2"]) / s["T"]},
     quick=dict(T=128),
     full=dict(T=512),
+    base_seeds=(2, 1002, 2002),
 )
 def centring_swaps_outlier(*, T, s2=LN2, seed=2, device=None) -> Comparison:
     A = random_attention(T, s2, seed=seed, device=device, dtype=torch.float64)
