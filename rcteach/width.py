@@ -31,7 +31,7 @@ from .metrics import squared_singular_values, stable_rank_from_squared
 from .norms import normalise_unchecked
 from .tokens import gaussian_tokens, orthonormal_tokens
 
-__all__ = ["width_dims", "width_stable_ranks", "noniso_width_ranks"]
+__all__ = ["width_dims", "width_stable_ranks", "width_squared_singular_values", "noniso_width_ranks"]
 
 __getattr__ = _deprecation.moved_attributes(__name__, {"LOGIT_MODELS": "rcteach.attention:ATTENTIONS"})
 
@@ -47,6 +47,8 @@ def width_dims(T, gamma) -> tuple[int, int]:
 def width_stable_ranks(T, gamma, s2=LN2, *, seeds=1, centred=False, gram=False, attention="iid", d_qk=64, seed=None,
                        generator=None, device=None, dtype=None) -> torch.Tensor:
     """Stable rank of one attention layer's output, A X0 W_V (or A_perp X0 W_V), over seeds.
+
+    The stable rank of :func:`width_squared_singular_values` (same arguments but ``gram``, same draws).
 
     Parameters
     ----------
@@ -80,12 +82,22 @@ def width_stable_ranks(T, gamma, s2=LN2, *, seeds=1, centred=False, gram=False, 
     Predictions: sr(A X0 W) -> 1 + c (:func:`rcteach.theory.width_stable_rank`), Gram version
     -> 1; sr(A_perp X0 W) / T -> :func:`rcteach.theory.centred_width_slope` (i.i.d. model only).
     """
+    gram = _validate.flag("gram", gram)
+    sq = width_squared_singular_values(T, gamma, s2, seeds=seeds, centred=centred, attention=attention, d_qk=d_qk,
+                                       seed=seed, generator=generator, device=device, dtype=dtype)
+    return stable_rank_from_squared(sq, gram=gram)
+
+
+def width_squared_singular_values(T, gamma, s2=LN2, *, seeds=1, centred=False, attention="iid", d_qk=64, seed=None,
+                                  generator=None, device=None, dtype=None) -> torch.Tensor:
+    """Squared singular values (seeds, min(T, d)), descending, of one attention layer's output A X0 W_V (or
+    A_perp X0 W_V): the draws of :func:`width_stable_ranks` (same arguments but ``gram``).  A ValueError when an
+    output is zero (its stable rank would be undefined)."""
     T, d = width_dims(T, gamma)
     s2 = _validate.real("s2", s2, minimum=0.0)
     seeds = _validate.integer("seeds", seeds, minimum=1)
     attention = _validate.choice("attention", attention, ATTENTIONS)
     centred = _validate.flag("centred", centred)
-    gram = _validate.flag("gram", gram)
     device, dtype = resolve(device, dtype)
     gen = make_generator(seed, generator, device)
     if attention == "iid":
@@ -104,7 +116,7 @@ def width_stable_ranks(T, gamma, s2=LN2, *, seeds=1, centred=False, gram=False, 
     sq = squared_singular_values(out)  # (seeds, min(T, d)), descending
     if not (sq[..., 0] > 0).all():
         raise ValueError("the layer output is zero; its stable rank is undefined")
-    return stable_rank_from_squared(sq, gram=gram)
+    return sq
 
 
 def noniso_width_ranks(T, d, s2=LN2, *, seeds=1, seed=0, device=None) -> torch.Tensor:

@@ -206,8 +206,8 @@ def test_dropout_front_errors(args, kwargs, error, match):
 
 
 def test_top_singular_value_next_order():
-    T, s2 = 256, LN2  # c = 1: sigma_1^2 = 1 + (1/T)(1 - 6/T)
-    assert theory.top_singular_value_next_order(T, s2) == pytest.approx(math.sqrt(1 + (1 - 6 / T) / T), rel=1e-14)
+    T, s2 = 256, LN2  # c = 1: sigma_1^2 = 1 + (1/T)(1 - (6 - 1)/T)
+    assert theory.top_singular_value_next_order(T, s2) == pytest.approx(math.sqrt(1 + (1 - 5 / T) / T), rel=1e-14)
     # the leading order is recovered for large T, with a relative deficit (1+c)(1+2c)/T of the excess
     big = 10**6
     excess = theory.top_singular_value_next_order(big, s2) - 1

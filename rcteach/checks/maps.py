@@ -3,7 +3,9 @@
 To leading order in 1/T an element-wise map is A_ij = f(g_ij) / T = (E f) 11^T / T + Z / T with
 Z i.i.d., mean 0, variance Var f: outlier E f, bulk radius sqrt(Var f / T)
 (:func:`rcteach.theory.activation_moments`).  Simulations use the same logits (same seed) for a
-map and for softmax when they compare the two, so the comparison does not pay for two seed spreads.
+map and for softmax when they compare the two, so the comparison does not pay for two seed spreads;
+the outlier and bulk checks of a map share its eigenvalues (same base seeds, ``shared.attention_spectrum``),
+and sigmoid-vs-softmax-gap shares softmax's with bulk-radius.
 """
 
 from __future__ import annotations
@@ -13,10 +15,9 @@ import math
 import torch
 
 from .. import theory
-from ..attention import random_attention
-from ..metrics import spectral_gap, spectrum
 from ..theory import LN2
 from .registry import Comparison, off_by, register
+from .shared import attention_spectrum
 from .statistics import disc_radius
 
 OUTLIER_NOTE = (
@@ -42,23 +43,24 @@ RELATIVE_GAP_NOTE = (
 )
 
 
-def _attention(T, s2, seeds, seed, device, activation="softmax", bias=0.0, centred=False):
-    return random_attention(T, s2, batch=seeds, activation=activation, bias=bias, centred=centred,
-                            seed=seed, device=device, dtype=torch.float64)  # (seeds, T, T)
+def _spectrum(T, s2, seeds, seed, device, activation="softmax", bias=0.0, centred=False):
+    """Eigenvalues (seeds, T) of the map's attention, by decreasing modulus (shared.attention_spectrum)."""
+    return attention_spectrum(T, s2, seeds, seed, device, activation, bias, centred)
 
 
-def _gap(*args, **kwargs):
-    return spectral_gap(_attention(*args, **kwargs))
+def _outlier(*args, **kwargs) -> float:
+    """Mean over seeds of the real part of the outlier lambda_1."""
+    return _spectrum(*args, **kwargs)[..., 0].real.mean().item()
 
 
 def _disc(*args, **kwargs) -> float:
     """Mean over seeds of the disc radius of the bulk (rcteach.checks.statistics.disc_radius)."""
-    return disc_radius(spectrum(_attention(*args, **kwargs))[..., 1:]).mean().item()
+    return disc_radius(_spectrum(*args, **kwargs)[..., 1:]).mean().item()
 
 
 def _disc_gap(*args, **kwargs) -> float:
     """Mean over seeds of the gap ratio |lambda_1| / disc radius of the bulk."""
-    ev = spectrum(_attention(*args, **kwargs))
+    ev = _spectrum(*args, **kwargs)
     return (ev[..., 0].abs() / disc_radius(ev[..., 1:])).mean().item()
 
 
@@ -73,7 +75,7 @@ def _disc_gap(*args, **kwargs) -> float:
     base_seeds=(10, 1010, 2010),
 )
 def relu_outlier(*, T, seeds, s2=LN2, seed=10, device=None) -> Comparison:
-    measured = _gap(T, s2, seeds, seed, device, "relu").outlier.real.mean().item()
+    measured = _outlier(T, s2, seeds, seed, device, "relu")
     return Comparison(prediction=theory.outlier("relu", s2), measured=measured, tolerance=0.015, relative=True)
 
 
@@ -85,9 +87,9 @@ def relu_outlier(*, T, seeds, s2=LN2, seed=10, device=None) -> Comparison:
     mutants={**off_by(0.05), "E relu(g)^2 for Var relu(g)": lambda p, s: (s["s2"] / 2 / s["T"]) ** 0.5},
     quick=dict(T=256, seeds=4),
     full=dict(T=1024, seeds=8),
-    base_seeds=(11, 1011, 2011),
+    base_seeds=(10, 1010, 2010),
 )
-def relu_bulk_radius(*, T, seeds, s2=LN2, seed=11, device=None) -> Comparison:
+def relu_bulk_radius(*, T, seeds, s2=LN2, seed=10, device=None) -> Comparison:
     measured = _disc(T, s2, seeds, seed, device, "relu")
     return Comparison(prediction=theory.map_bulk_radius(T, "relu", s2), measured=measured, tolerance=0.03, relative=True)
 
@@ -103,7 +105,7 @@ def relu_bulk_radius(*, T, seeds, s2=LN2, seed=11, device=None) -> Comparison:
     base_seeds=(12, 1012, 2012),
 )
 def sigmoid_outlier(*, T, seeds, bias, s2=LN2, seed=12, device=None) -> Comparison:
-    measured = _gap(T, s2, seeds, seed, device, "sigmoid", bias).outlier.real.mean().item()
+    measured = _outlier(T, s2, seeds, seed, device, "sigmoid", bias)
     return Comparison(prediction=theory.outlier("sigmoid", s2, bias), measured=measured, tolerance=0.015, relative=True)
 
 
@@ -116,9 +118,9 @@ def sigmoid_outlier(*, T, seeds, bias, s2=LN2, seed=12, device=None) -> Comparis
         math.exp(-s["bias"]) / (1 + math.exp(-s["bias"])) ** 2 * (s["s2"] / s["T"]) ** 0.5)},
     quick=dict(T=256, seeds=4, bias=-2.0),
     full=dict(T=1024, seeds=8, bias=-2.0),
-    base_seeds=(13, 1013, 2013),
+    base_seeds=(12, 1012, 2012),
 )
-def sigmoid_bulk_radius(*, T, seeds, bias, s2=LN2, seed=13, device=None) -> Comparison:
+def sigmoid_bulk_radius(*, T, seeds, bias, s2=LN2, seed=12, device=None) -> Comparison:
     measured = _disc(T, s2, seeds, seed, device, "sigmoid", bias)
     return Comparison(prediction=theory.map_bulk_radius(T, "sigmoid", s2, bias), measured=measured,
                       tolerance=0.03, relative=True)
@@ -144,7 +146,7 @@ def sigmoid_bulk_radius(*, T, seeds, bias, s2=LN2, seed=13, device=None) -> Comp
 def centred_maps_no_outlier(*, T, seeds, bias, s2=LN2, seed=14, device=None) -> Comparison:
     ratios = []
     for activation, b in (("softmax", 0.0), ("relu", 0.0), ("sigmoid", bias)):
-        ev = spectrum(_attention(T, s2, seeds, seed, device, activation, b, centred=True))[..., :-1]  # the zero dropped
+        ev = _spectrum(T, s2, seeds, seed, device, activation, b, centred=True)[..., :-1]  # the zero dropped
         ratios.append(disc_radius(ev).mean().item() / theory.map_bulk_radius(T, activation, s2, b))
     worst = max(ratios, key=lambda r: abs(r - 1.0))
     return Comparison(prediction=1.0, measured=worst, tolerance=0.03, relative=True)
@@ -175,8 +177,8 @@ def relu_vs_softmax_gap(*, T, seeds, s2, seed=15, device=None) -> Comparison:
     mutants={**off_by(0.05), "the bias ignored (b = 0)": lambda p, s: theory.relative_gap("sigmoid", s["s2"], 0.0)},
     quick=dict(T=512, seeds=2, bias=-2.0),
     full=dict(T=1024, seeds=8, bias=-2.0),
-    base_seeds=(16, 1016, 2016),
+    base_seeds=(1, 1001, 2001),
 )
-def sigmoid_vs_softmax_gap(*, T, seeds, bias, s2=LN2, seed=16, device=None) -> Comparison:
+def sigmoid_vs_softmax_gap(*, T, seeds, bias, s2=LN2, seed=1, device=None) -> Comparison:
     quotient = _disc_gap(T, s2, seeds, seed, device, "sigmoid", bias) / _disc_gap(T, s2, seeds, seed, device)
     return Comparison(prediction=theory.relative_gap("sigmoid", s2, bias), measured=quotient, tolerance=0.025, relative=True)

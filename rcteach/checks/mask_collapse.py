@@ -25,7 +25,7 @@ def _run(kind, T, window, depth, *, seeds, seed, beta=0.0, s2=1.0, device=None):
     """mu over ``depth`` pure-attention layers with QK attention (beta = 0: uniform), (depth+1, seeds)."""
     X0 = orthonormal_tokens(T, T, batch=seeds, seed=seed, device=device, dtype=torch.float64)
     return propagate(X0, depth, attention="qk", s2=s2, beta=beta, mask=make_mask(kind, T, window=window),
-                     values="orthogonal", seed=seed + 1).mu
+                     values="orthogonal", seed=seed + 1, stable_ranks=False).mu
 
 
 @register(

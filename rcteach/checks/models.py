@@ -7,6 +7,7 @@ random embeddings, so the vocabulary size does not matter) and few layers.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -129,8 +130,15 @@ def _gram_excess(model, T, batch, seeds, seed, layer):
 
     One 1-layer model per seed seed, ..., seed + seeds - 1, each with its own shared fraction rho (from its
     tables) and ``batch`` random distinct-token inputs (measured: the mean over them).  Returns two
-    (seeds,) tensors.
+    (seeds,) tensors.  model-gram-embeddings and tinybert-gram-layer1 share the models (:func:`_gram_runs`).
     """
+    pred, measured = _gram_runs(model, T, batch, seeds, seed)
+    return pred, measured[:, layer]
+
+
+@functools.lru_cache(maxsize=4)
+def _gram_runs(model, T, batch, seeds, seed):
+    """(prediction (seeds,), measured excess (seeds, layers + 1)) of :func:`_gram_excess`, cached."""
     models = _models()
     pred, measured = [], []
     for k in range(seeds):
@@ -138,8 +146,9 @@ def _gram_excess(model, T, batch, seeds, seed, layer):
         rho = models.shared_fraction(net, T)
         pred.append(theory.embedding_gram_stable_rank_excess(T, net.config.hidden_size, rho))
         x = models.random_embeddings(model, T, batch=batch, seed=seed + k + 1)
-        measured.append(models.measure(net, inputs_embeds=x, spectra=None).stable_rank_gram[layer].mean().item() - 1)
-    return torch.tensor(pred, dtype=torch.float64), torch.tensor(measured, dtype=torch.float64)
+        sr = models.measure(net, inputs_embeds=x, spectra=None).stable_rank_gram  # (layers + 1, batch)
+        measured.append(sr.mean(-1) - 1)
+    return torch.tensor(pred, dtype=torch.float64), torch.stack(measured).to(torch.float64)
 
 
 def _growth(s):
@@ -175,7 +184,9 @@ _GRAM_MUTANTS = {
     quick=dict(model="tinybert", T=128, batch=4, seeds=4),
     full=dict(model="roberta-base", T=512),
     base_seeds=(0, 1000, 2000),
-    coarse=("interim (issue 26, being sharpened on this branch): " 'per model seed: measured/predicted spreads by 2.3% (sd)'),
+    coarse=("per model: measured/predicted spreads by 2.6% (sd over model seeds, not over inputs: 16 random inputs "
+            "per model leave it unchanged), so a per-model comparison resolves ~8%; the closed form uses the model's "
+            "shared fraction rho, not its other table statistics"),
 )
 def model_gram_embeddings(*, model, T, batch, seeds, seed=0, device=None) -> Comparison:
     pred, measured = _gram_excess(model, T, batch, seeds, seed, layer=0)
@@ -198,7 +209,9 @@ def model_gram_embeddings(*, model, T, batch, seeds, seed=0, device=None) -> Com
     quick=dict(model="tinybert", T=128, batch=4, seeds=4),
     full=dict(T=512, seeds=8),
     base_seeds=(0, 1000, 2000),
-    coarse=("interim (issue 26, being sharpened on this branch): " 'per model seed: measured/predicted spreads by 4.4% (sd) with a ~3% loss'),
+    coarse=("per model: measured/predicted spreads by 5% (sd over model seeds; the attention and value weights add "
+            "scatter to the embeddings' 2.6%) with a ~3% loss in layer 1, so a per-model comparison resolves ~15% and "
+            "cannot reject rho = 1/3 nominal on every seed"),
 )
 def tinybert_gram_layer1(*, model, T, batch, seeds, seed=0, device=None) -> Comparison:
     pred, measured = _gram_excess(model, T, batch, seeds, seed, layer=1)
