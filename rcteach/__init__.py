@@ -6,7 +6,7 @@ leading dimensions, runs on any torch device (:func:`default_device`), computes 
 the CPU by default, and takes ``seed=`` or ``generator=`` wherever it draws random numbers.
 """
 
-from . import _deprecation, plotting, theory
+from . import _deprecation, linalg, plotting, theory
 from .attention import attention_map, centre, qk_attention, random_attention, uniform_attention
 from .checks import check, run_check, run_checks
 from .depth import LayerGradients, Trajectory, propagate, weight_gradients
@@ -62,6 +62,7 @@ __all__ = [
     "is_strongly_connected",
     "layer",
     "leading_term",
+    "linalg",
     "make_mask",
     "mask_graph",
     "mu",
