@@ -242,3 +242,16 @@ def test_embedding_gram_excess_by_simulation():
         X = math.sqrt(rho * d) * a / a.norm() + math.sqrt(1 - rho) * torch.randn(16, T, d, generator=g, dtype=torch.float64)
         measured = (stable_rank(X, gram=True) - 1).mean().item()
         assert measured == pytest.approx(theory.embedding_gram_stable_rank_excess(T, d, rho), rel=0.04)
+
+
+def test_leading_term_residual_next_order():
+    T = 512
+    # c = 1: mu_3 = 4, mu_4 = 41, K = 41 - 4 - 32 + 9 = 14, so the squared ratio is (c/T)(1 + 15/T)
+    assert theory.leading_term_residual(T, LN2, next_order=True) == pytest.approx(math.sqrt((1 + 15 / T) / T),
+                                                                                 rel=1e-14)
+    assert theory.leading_term_residual(T, LN2) == pytest.approx(math.sqrt(1 / T), rel=1e-14)
+    # small c: 1 + K/c^2 -> c, the correction vanishes with the tails
+    c = theory.c(1e-4)
+    assert theory.leading_term_residual(T, 1e-4, next_order=True) / theory.leading_term_residual(T, 1e-4) == (
+        pytest.approx(math.sqrt(1 + c / T), rel=1e-6))
+    assert theory.leading_term_residual(T, 0.0, next_order=True) == 0.0

@@ -9,7 +9,7 @@ from .. import theory
 from ..depth import propagate, weight_gradients
 from ..theory import LN2
 from ..tokens import orthonormal_tokens
-from .registry import Comparison, off_by, register
+from .registry import Comparison, off_by, off_exponent, register
 
 
 def _tokens(T, d, seeds, seed, device):
@@ -40,7 +40,8 @@ def _mean_ratio(x, start=0):
         "0.985-0.991 of c/T (sd 0.2%), so 2.5% covers the bias and 6 sd, and the check resolves 3.9% (at T = 256 "
         "the bias alone was too close to a 5% error).  The tokens are the identity rows (_rows), same law as Haar"
     ),
-    mutants={**off_by(0.05), "mu (not mu^2) shrinks by c/T": lambda p, s: p ** 2,
+    mutants={**off_exponent(-1), **off_by(0.05), "mu (not mu^2) shrinks by c/T": lambda p, s: p ** 2,
+             "depth exponent 5% high: (c/T)^(1.05 L)": lambda p, s: p ** 1.05,
              "c replaced by s2": lambda p, s: s["s2"] / s["T"]},
     quick=dict(T=512, seeds=4, depth=3),
     full=dict(T=1024, seeds=8, depth=4),
@@ -152,7 +153,7 @@ def norm_growth_a(*, T, d, seeds, depth, start=2, value_var=1.0, s2=LN2, seed=40
         "base seeds of 4 networks x 3 layers the measured growth sat 0.985-0.993 of the prediction (sd 0.2%): the "
         "check resolves ~4%"
     ),
-    mutants={**off_by(0.05), "the uncentred growth sigma_V^2 d": lambda p, s: theory.norm_growth(s["d"], s["value_var"])},
+    mutants={**off_exponent(-1), **off_by(0.05), "the uncentred growth sigma_V^2 d": lambda p, s: theory.norm_growth(s["d"], s["value_var"])},
     quick=dict(T=512, d=512, seeds=4, depth=3),
     full=dict(T=1024, d=1024, seeds=8, depth=4),
     base_seeds=(50, 1050, 2050),

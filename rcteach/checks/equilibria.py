@@ -61,7 +61,7 @@ def equilibrium_stable() -> Comparison:
                     "setting, not slack: the Jacobian is non-normal and the basins shrink with N (N = 5, X = I: all of 64 "
                     "perturbations of 1e-6 return, 77% of 1e-4; at N = 6 one of 64 perturbations of 1e-6 escaped)"),
     mutants={"the full-rank state is unstable": lambda p, s: p[:-1], "only consensus (rank 1) is stable": lambda p, s: p[:1]},
-    quick=dict(N=4, perturbations=8, eps=1e-6, steps=300),
+    quick=dict(N=4, perturbations=8, eps=1e-6, steps=200),
     full=dict(N=5, perturbations=64, eps=1e-6, steps=600),
     base_seeds=(0, 1000, 2000),
 )

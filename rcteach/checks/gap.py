@@ -17,7 +17,7 @@ from ..attention import attention_map, centre, random_attention
 from ..logits import random_qk_logits
 from ..metrics import spectral_gap, spectrum
 from ..theory import LN2
-from .registry import Comparison, off_by, register
+from .registry import Comparison, off_by, off_exponent, register
 from .shared import attention_spectrum
 from .statistics import disc_radius
 
@@ -59,7 +59,7 @@ def bulk_median_modulus(*, T, seeds, s2=LN2, seed=1, device=None) -> Comparison:
                     "4 times it the check resolved 4.6-5%), 3.5% at s2 = 1.  The ratio of the median to the rms singular "
                     "value has nearly the same deficit (-1.2% at T = 512): the heavy tail changes the shape, not only "
                     "the scale"),
-    mutants={**off_by(0.05), "the semicircle-edge scale 2 sqrt(c/T) taken for the median": lambda p, s: 2 * p / theory.QUARTER_CIRCLE_MEDIAN},
+    mutants={**off_exponent(-0.5), **off_by(0.05), "the semicircle-edge scale 2 sqrt(c/T) taken for the median": lambda p, s: 2 * p / theory.QUARTER_CIRCLE_MEDIAN},
     quick=dict(T=512, seeds=8),
     full=dict(T=1024, seeds=8),
     base_seeds=(4, 1004, 2004),
@@ -80,7 +80,7 @@ def sv_median(*, T, seeds, s2=LN2, seed=4, device=None) -> Comparison:
     tolerance_note=("relative 3.5%, valid only for small s2: one seed spreads by ~1.5% at T = 256 (0.5% on the "
                     "8-seed mean) and the mean sits ~1% below the edge; at s2 >= 1 the largest entry dominates and "
                     "sigma_max is 10-50% above the edge (see the chapter)"),
-    mutants={**off_by(0.05), "the eigenvalue radius sqrt(c/T) taken for the edge": lambda p, s: p / 2},
+    mutants={**off_exponent(-0.5), **off_by(0.05), "the eigenvalue radius sqrt(c/T) taken for the edge": lambda p, s: p / 2},
     quick=dict(T=256, seeds=8),
     full=dict(T=1024, seeds=8),
     base_seeds=(5, 1005, 2005),
@@ -129,7 +129,7 @@ def qk_logit_variance(*, T, d, d_qk, seeds, s2=LN2, seed=6, device=None) -> Comp
                     "spread (see the chapter). The median over seeds is used: occasional seeds have an eigenvalue far "
                     "outside the disc (up to +30%), which would dominate a mean. Over 20 base seeds the 16-seed "
                     "median is +2.5% +- 1.0% (max +4.9%)"),
-    mutants={**off_by(0.15), "c replaced by s2": lambda p, s: (s["s2"] / s["T"]) ** 0.5},
+    mutants={**off_exponent(-0.5, fraction=0.1), **off_by(0.15), "c replaced by s2": lambda p, s: (s["s2"] / s["T"]) ** 0.5},
     quick=dict(T=128, d=512, d_qk=512, seeds=16),
     full=dict(T=512, d=2048, d_qk=2048, seeds=16),
     base_seeds=(7, 1007, 2007),

@@ -16,7 +16,7 @@ from .. import linalg, theory
 from ..attention import attention_map, centre, random_attention
 from ..logits import leading_term, random_logits
 from ..theory import LN2
-from .registry import Comparison, off_by, register
+from .registry import Comparison, off_by, off_exponent, register
 
 
 @register(
@@ -48,7 +48,7 @@ def logit_mean_cancels(*, T, seeds, s2=LN2, m=-3.7, seed=0, device=None) -> Comp
                     "next-order term is +1.45% at T = 512 and its remainder -0.2% (-0.8% at T = 256), but 16 matrices "
                     "at T = 512 spread by 1.7% (rare rows with a large e^g dominate the sums), so the check there "
                     "resolved only 5-8% at the same cost"),
-    mutants={**off_by(0.06), "remainder of order c/T (squared)": lambda p, s: p ** 2,
+    mutants={**off_exponent(-0.5), **off_by(0.06), "remainder of order c/T (squared)": lambda p, s: p ** 2,
              "remainder sqrt(s2/T) (c replaced by s2)": lambda p, s: (s["s2"] / s["T"]) ** 0.5},
     quick=dict(T=256, seeds=64),
     full=dict(T=1024, seeds=32),
@@ -68,7 +68,7 @@ def leading_term_residual(*, T, seeds, s2=0.25, m=-0.125, seed=0, device=None) -
     source="derived",
     tolerance_note=("relative 3%: the next-order bias is sqrt(1 - (1+c)(1+2c)/T) - 1 = -1.2% at T = 256, "
                     "s2 = ln 2; the 16-seed pooled sd has a spread of ~0.3%"),
-    mutants={**off_by(0.05), "sd sqrt(1 + c)/T (the second moment for the variance)": lambda p, s: (1 + theory.c(s["s2"])) ** 0.5 / s["T"],
+    mutants={**off_exponent(-1), **off_by(0.05), "sd sqrt(1 + c)/T (the second moment for the variance)": lambda p, s: (1 + theory.c(s["s2"])) ** 0.5 / s["T"],
              "c replaced by s2": lambda p, s: s["s2"] ** 0.5 / s["T"]},
     quick=dict(T=256, seeds=16),
     full=dict(T=1024, seeds=16),
@@ -121,7 +121,8 @@ def centred_frobenius_norm(*, T, seeds, s2=LN2, seed=0, device=None) -> Comparis
     source="derived",
     tolerance_note=("relative 2%: the O(1/T^2) remainder is ~ (c(1+2c)/T)^2 = 0.1% at T = 256, s2 = 1 "
                     "(heavy tails make it larger); the 32-seed mean has a spread of ~0.3%"),
-    mutants={**off_by(0.05), "sign of the 1/T term flipped": lambda p, s: 2 * theory.frobenius_sq(s["s2"]) - p},
+    mutants={**off_by(0.05), "sign of the 1/T term flipped": lambda p, s: 2 * theory.frobenius_sq(s["s2"]) - p,
+             "the 1/T term dropped (1 + c)": lambda p, s: theory.frobenius_sq(s["s2"])},
     quick=dict(T=256, seeds=32),
     full=dict(T=1024, seeds=32),
     base_seeds=(0, 1000, 2000),
@@ -147,7 +148,7 @@ def frobenius_next_order(*, T, seeds, s2=1.0, seed=0, device=None) -> Comparison
                     "errors; the check resolves ~2% and rejects the leading term.  The (c/T)^2 part of the "
                     "next-order term (+0.8% at T = 128) is not resolved.  (Against the raw mean of sigma_1 - 1 "
                     "with 128 matrices at T = 256 the tolerance was 3% and the check resolved 3.6-5.4%)"),
-    mutants={**off_by(0.03), "leading order c/T (next-order term dropped)": lambda p, s: theory.c(s["s2"]) / s["T"],
+    mutants={**off_exponent(-1), **off_by(0.03), "leading order c/T (next-order term dropped)": lambda p, s: theory.c(s["s2"]) / s["T"],
              "excess 2c/T (the factor 1/2 of sigma_1 - 1 dropped)": lambda p, s: 2 * p,
              "the 1/T term doubled": lambda p, s: 2 * p - theory.c(s["s2"]) / s["T"],
              "c replaced by s2": lambda p, s: p * s["s2"] / theory.c(s["s2"])},

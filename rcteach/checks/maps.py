@@ -16,7 +16,7 @@ import torch
 
 from .. import theory
 from ..theory import LN2
-from .registry import Comparison, off_by, register
+from .registry import Comparison, off_by, off_exponent, register
 from .shared import attention_spectrum
 from .statistics import disc_radius
 
@@ -84,7 +84,7 @@ def relu_outlier(*, T, seeds, s2=LN2, seed=10, device=None) -> Comparison:
     claim="The non-outlier eigenvalues of ReLU attention fill a disc of radius sqrt(Var relu(g) / T) = s sqrt((pi - 1) / (2 pi T))",
     source="derived",
     tolerance_note=BULK_NOTE,
-    mutants={**off_by(0.05), "E relu(g)^2 for Var relu(g)": lambda p, s: (s["s2"] / 2 / s["T"]) ** 0.5},
+    mutants={**off_exponent(-0.5), **off_by(0.05), "E relu(g)^2 for Var relu(g)": lambda p, s: (s["s2"] / 2 / s["T"]) ** 0.5},
     quick=dict(T=256, seeds=4),
     full=dict(T=1024, seeds=8),
     base_seeds=(10, 1010, 2010),
@@ -114,7 +114,7 @@ def sigmoid_outlier(*, T, seeds, bias, s2=LN2, seed=12, device=None) -> Comparis
     claim="The non-outlier eigenvalues of sigmoid attention fill a disc of radius sqrt(Var sigmoid(g + b) / T)",
     source="derived",
     tolerance_note=BULK_NOTE,
-    mutants={**off_by(0.05), "sigmoid'(b) s (linearised)": lambda p, s: (
+    mutants={**off_exponent(-0.5), **off_by(0.05), "sigmoid'(b) s (linearised)": lambda p, s: (
         math.exp(-s["bias"]) / (1 + math.exp(-s["bias"])) ** 2 * (s["s2"] / s["T"]) ** 0.5)},
     quick=dict(T=256, seeds=4, bias=-2.0),
     full=dict(T=1024, seeds=8, bias=-2.0),
@@ -134,12 +134,14 @@ def sigmoid_bulk_radius(*, T, seeds, bias, s2=LN2, seed=12, device=None) -> Comp
            "sqrt(1 + 2 (E f)^2 / Var f), 1.7 times for softmax at s2 = ln 2)"),
     source="derived",
     mutants={**off_by(0.05), "an outlier left (softmax's)": lambda p, s: p * (1 + 2 / theory.c(s["s2"])) ** 0.5},
-    tolerance_note=("relative 3%; measured is the map (of softmax, ReLU, sigmoid) whose mean disc radius over sqrt(Var f / T) "
-                    "lies farthest from 1, prediction 1.  As in bulk-radius and relu-bulk-radius, the disc statistic "
-                    "has no edge excess: at T = 512 it sits ~1% below the prediction for softmax and within 0.3% for "
-                    "ReLU and sigmoid (b = -2), with a per-seed spread of 0.3-0.4%.  (The largest modulus left, used "
-                    "before, sat 2-6% above the edge and needed 8%)"),
-    quick=dict(T=512, seeds=2, bias=-2.0),
+    tolerance_note=("relative 2.5%; measured is the map (of softmax, ReLU, sigmoid) whose mean disc radius over "
+                    "sqrt(Var f / T) lies farthest from 1, prediction 1.  As in bulk-radius and relu-bulk-radius, the "
+                    "disc statistic has no edge excess: softmax's sits below the prediction by its 1/T deficit (1.2% "
+                    "at T = 512), ReLU and sigmoid (b = -2) within 0.3%.  Quick mode runs one matrix per map at "
+                    "T = 512: over 10 base seeds the worst map sat 0.983-0.994 (sd 0.4%), so 2.5% covers the deficit "
+                    "and 3 sd, and the check resolves ~4%.  (The largest modulus left, used before, sat 2-6% above the "
+                    "edge and needed 8%)"),
+    quick=dict(T=512, seeds=1, bias=-2.0),
     full=dict(T=1024, seeds=8, bias=-2.0),
     base_seeds=(14, 1014, 2014),
 )
@@ -149,7 +151,7 @@ def centred_maps_no_outlier(*, T, seeds, bias, s2=LN2, seed=14, device=None) -> 
         ev = _spectrum(T, s2, seeds, seed, device, activation, b, centred=True)[..., :-1]  # the zero dropped
         ratios.append(disc_radius(ev).mean().item() / theory.map_bulk_radius(T, activation, s2, b))
     worst = max(ratios, key=lambda r: abs(r - 1.0))
-    return Comparison(prediction=1.0, measured=worst, tolerance=0.03, relative=True)
+    return Comparison(prediction=1.0, measured=worst, tolerance=0.025, relative=True)
 
 
 @register(

@@ -43,7 +43,8 @@ import torch
 
 from .. import _validate
 
-__all__ = ["Comparison", "Check", "CheckResult", "CheckFailed", "check", "off_by", "register", "registry", "run_check", "run_checks",
+__all__ = ["Comparison", "Check", "CheckResult", "CheckFailed", "check", "off_by", "off_exponent", "register", "registry",
+           "run_check", "run_checks",
            "results_table", "results_html", "mutants_table", "MODES", "SOURCES", "MIN_SEEDS", "RESOLVES", "NEAR",
            "GENERATED"]
 
@@ -346,6 +347,14 @@ def off_by(fraction: float) -> dict:
     between 1 and NEAR times the smallest relative error the check resolves)."""
     label = f"{100 * fraction:.3g}%"
     return {f"{label} high": lambda p, s: p * (1 + fraction), f"{label} low": lambda p, s: p * (1 - fraction)}
+
+
+def off_exponent(power: float, variable: str = "T", fraction: float = 0.05) -> dict:
+    """Two shape mutants for a prediction that scales like ``variable`` ** ``power`` (a setting, T by default):
+    the exponent ``fraction`` too large and too small in magnitude, p * variable ** (+-fraction * power)."""
+    label = f"{variable}^{power:g}: exponent {100 * fraction:.3g}%"
+    return {f"{label} high": lambda p, s: p * s[variable] ** (fraction * power),
+            f"{label} low": lambda p, s: p * s[variable] ** (-fraction * power)}
 
 
 def registry() -> dict[str, Check]:

@@ -8,7 +8,7 @@ from .. import theory
 from ..attention import centre, random_attention
 from ..metrics import spectral_gap, spectrum, spectrum_distance
 from ..theory import LN2
-from .registry import Comparison, off_by, register
+from .registry import Comparison, off_by, off_exponent, register
 from .shared import attention_spectrum
 from .statistics import disc_radius
 
@@ -61,7 +61,7 @@ def outlier_one(*, T, seeds, s2=LN2, seed=0, device=None) -> Comparison:
         "over 10 base seeds 0.983-0.991 of sqrt(c/T) (sd 0.27%); 2.5% covers the deficit and 5 sd, and the check "
         "resolves ~4%"
     ),
-    mutants={**off_by(0.05), "c replaced by s2": lambda p, s: (s["s2"] / s["T"]) ** 0.5,
+    mutants={**off_exponent(-0.5), **off_by(0.05), "c replaced by s2": lambda p, s: (s["s2"] / s["T"]) ** 0.5,
              "the median modulus sqrt(c/(2T)) taken for the radius": lambda p, s: p / 2 ** 0.5},
     quick=dict(T=512, seeds=2),
     full=dict(T=1024, seeds=16),

@@ -12,7 +12,7 @@ from .. import theory
 from ..metrics import stable_rank_from_squared
 from ..theory import LN2
 from ..width import width_stable_ranks
-from .registry import Comparison, off_by, register
+from .registry import Comparison, off_by, off_exponent, register
 from .shared import width_spectrum
 from .statistics import mean_se as _mean_se
 from .statistics import median_se as _median_se
@@ -57,7 +57,7 @@ def width_stable_rank_limit(*, T, gamma, seeds, s2=LN2, seed=0, device=None) -> 
         "{0.5, 1}, s2 in {0.3, ln 2}; the shortfall at T = 64 was <= 10%.  The excess of one draw spreads by "
         "~12%, so 64 seeds resolve 9-11% (over 4 base seeds), not 5%: an exception, as the resolves column shows"
     ),
-    mutants={**off_by(0.12), "(2 + gamma) replaced by 2": lambda p, s: p * 2 / (2 + s["gamma"])},
+    mutants={**off_exponent(-1), **off_by(0.12), "(2 + gamma) replaced by 2": lambda p, s: p * 2 / (2 + s["gamma"])},
     quick=dict(T=256, gamma=0.5, seeds=64),
     full=dict(T=1024, gamma=0.5, seeds=32),
     base_seeds=(0, 1000, 2000),
@@ -84,7 +84,7 @@ def width_gram_stable_rank(*, T, gamma, seeds, s2=LN2, seed=0, device=None) -> C
         "(at T = 256 a 10% low prediction passed): it resolves ~7% at gamma = 1/2, not 5% (an exception: the "
         "finite-T deficit is measured, not derived, and the per-draw spread is large)"
     ),
-    mutants={**off_by(0.08), "the gamma = 1 law used at any gamma": lambda p, s: theory.centred_width_slope(1.0),
+    mutants={**off_exponent(1), **off_by(0.08), "the gamma = 1 law used at any gamma": lambda p, s: theory.centred_width_slope(1.0),
              "drops the factor (1 + gamma z)": lambda p, s: theory.centred_width_slope(0.0)},
     quick=dict(T=512, gamma=0.5, seeds=16),
     full=dict(T=1024, gamma=0.5, seeds=16),
@@ -110,7 +110,7 @@ def centred_width_slope(*, T, gamma, seeds, s2=LN2, seed=0, device=None) -> Comp
         "4.4%, 7.2%, 11% at T = 512.  Quick mode runs T = 512 (at T = 256 a 10% low prediction passed); it "
         "resolves ~10% at gamma = 1/2 (an exception, for the reasons of centred-width-slope)"
     ),
-    mutants={**off_by(0.12), "the gamma = 1 law used at any gamma": lambda p, s: theory.centred_width_slope_gram(1.0),
+    mutants={**off_exponent(1), **off_by(0.12), "the gamma = 1 law used at any gamma": lambda p, s: theory.centred_width_slope_gram(1.0),
              "drops the factor (2 + gamma)": lambda p, s: p / (2 + s["gamma"])},
     quick=dict(T=512, gamma=0.5, seeds=16),
     full=dict(T=1024, gamma=0.5, seeds=16),
