@@ -24,7 +24,10 @@ The rules a check follows (``python -m rcteach check --mutants`` enforces them, 
   ``coarse``) off by :data:`RESOLVES` either way.
 
 :func:`run_check` runs one check and returns a :class:`CheckResult`; :func:`check` is the one
-call for chapters (runs, displays, raises :class:`CheckFailed`).
+call for chapters (runs, displays, raises :class:`CheckFailed`).  A check that needs an optional
+extra (``extra="models"``: transformers) is SKIPPED where the extra is not installed, with the reason
+and the install line: a verdict of its own, next to PASS and FAIL, that fails no run (and has no seeds,
+resolves or mutants).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .. import _validate
+from .. import _extras, _validate
 
 __all__ = ["Comparison", "Check", "CheckResult", "CheckFailed", "check", "off_by", "off_exponent", "register", "registry",
            "run_check", "run_checks",
@@ -147,6 +150,7 @@ class Check:
     mutants: dict = field(default_factory=dict)  # label -> fn(prediction, setting) -> wrong prediction
     base_seeds: tuple[int, ...] = ()  # the values of the ``seed`` setting every run runs on; () without one
     coarse: str = ""  # which term the check cannot resolve to RESOLVES, and why ("" when it does)
+    extra: str | None = None  # the optional extra it needs (rcteach._extras.EXTRAS), e.g. "models"
 
     def settings(self, mode: str = "quick", **overrides) -> dict:
         """The keyword settings of a run: the function's defaults, then the mode's, then overrides."""
@@ -165,6 +169,8 @@ class CheckResult:
 
     ``setting`` holds the settings shared by the seeds (without ``seed``); ``seeds`` the base seeds
     run (empty for a check without a ``seed`` setting) and ``comparisons`` their comparisons, in order.
+    ``skipped``: why the check did not run (its optional extra is missing); then ``comparisons`` is empty
+    and ``comparison`` None.
     """
 
     check: Check
@@ -172,18 +178,24 @@ class CheckResult:
     seeds: tuple
     comparisons: tuple
     seconds: float
+    skipped: str | None = None
 
     @property
     def passed(self) -> bool:
-        """Every seed passes."""
-        return all(c.passed for c in self.comparisons)
+        """Every seed passes (a SKIPPED check does not pass, and fails nothing: see :attr:`verdict`)."""
+        return self.skipped is None and all(c.passed for c in self.comparisons)
+
+    @property
+    def verdict(self) -> str:
+        """"PASS", "FAIL", or "SKIPPED" (not run: see ``skipped``); only FAIL fails a run."""
+        return "SKIPPED" if self.skipped is not None else "PASS" if self.passed else "FAIL"
 
     @property
     def resolves(self) -> float | None:
         """The worst (largest) :attr:`Comparison.resolves` over the seeds: the smallest relative error
         of the prediction rejected on every seed (``None`` when it has no meaning, see there)."""
         values = [c.resolves for c in self.comparisons]
-        return None if any(v is None for v in values) else max(values)
+        return None if not values or any(v is None for v in values) else max(values)
 
     @property
     def _worst(self) -> int:
@@ -194,14 +206,15 @@ class CheckResult:
         return max(range(len(self.comparisons)), key=lambda i: self.comparisons[i].resolves)
 
     @property
-    def comparison(self) -> Comparison:
-        """The comparison of the worst seed (the first failing one, else the one that resolves least)."""
-        return self.comparisons[self._worst]
+    def comparison(self) -> Comparison | None:
+        """The comparison of the worst seed (the first failing one, else the one that resolves least);
+        ``None`` for a SKIPPED check."""
+        return self.comparisons[self._worst] if self.comparisons else None
 
     @property
     def seed(self):
         """The base seed of :attr:`comparison` (``None`` for a check without seeds)."""
-        return self.seeds[self._worst] if self.seeds else None
+        return self.seeds[self._worst] if self.seeds and self.comparisons else None
 
     def _seed_setting(self, i: int) -> dict:
         return {**self.setting, "seed": self.seeds[i]} if self.seeds else self.setting
@@ -223,6 +236,8 @@ class CheckResult:
         """Each declared mutant, then the generated ones: ``{"name", "killed", "generated", "offset",
         "survived_on"}``.  Generated (for a finite relative resolution e): the prediction GENERATED x e
         too high and too low, and, unless the check is ``coarse``, RESOLVES too high and too low."""
+        if self.skipped is not None:
+            return []
         out = [self._verdict(label, wrong, False) for label, wrong in self.check.mutants.items()]
         e = self.resolves
         if e is None or not math.isfinite(e) or e == 0:
@@ -253,7 +268,7 @@ class CheckResult:
         return broken
 
     def as_dict(self) -> dict:
-        c = self.comparison
+        c = self.comparison or Comparison(None, None, None)
         return {
             "name": self.check.name,
             "claim": self.check.claim,
@@ -275,12 +290,15 @@ class CheckResult:
                          for s, k in zip(self.seeds or (None,), self.comparisons)],
             "mutants": self.mutants,
             "rules": self.rules,
+            **({"skipped": self.skipped} if self.skipped is not None else {}),
         }
 
     def _repr_html_(self) -> str:
         return results_html([self])
 
     def __repr__(self) -> str:
+        if self.skipped is not None:
+            return f"CheckResult({self.check.name}: SKIPPED, {self.skipped})"
         d = self.as_dict()
         return (f"CheckResult({d['name']}: predicted {_fmt(d['prediction'])}, measured {_fmt(d['measured'])}, "
                 f"tolerance {_fmt_tol(self.comparison)} -> {'PASS' if self.passed else 'FAIL'})")
@@ -304,7 +322,7 @@ _REGISTRY: dict[str, Check] = {}
 
 
 def register(name: str, *, claim: str, source: str, tolerance_note: str, mutants: dict, quick: dict | None = None,
-             full: dict | None = None, base_seeds: tuple = (), coarse: str = ""):
+             full: dict | None = None, base_seeds: tuple = (), coarse: str = "", extra: str | None = None):
     """Decorator: register ``func`` as the check ``name`` (names are unique).
 
     ``source``: "paper" only for what a paper states; "derived" for our derivations,
@@ -313,8 +331,11 @@ def register(name: str, *, claim: str, source: str, tolerance_note: str, mutants
     ``base_seeds``: for a function with a ``seed`` setting, at least MIN_SEEDS distinct integers, the
     seeds every run uses (choose them far apart when the check draws from ``seed + k``); none otherwise.
     ``coarse``: for a check whose resolution is worse than RESOLVES, which term it cannot resolve and why.
+    ``extra``: the optional extra the check needs (``"models"``); without it the check is SKIPPED.
     """
     source = _validate.choice("source", source, SOURCES)
+    if extra is not None:
+        extra = _validate.choice("extra", extra, tuple(_extras.EXTRAS))
     if not isinstance(mutants, dict) or not mutants:
         raise ValueError(f"mutants: check {name!r} must declare at least one mutant (label -> fn(prediction, setting))")
     bad = [k for k, f in mutants.items() if not (isinstance(k, str) and callable(f))]
@@ -336,7 +357,7 @@ def register(name: str, *, claim: str, source: str, tolerance_note: str, mutants
         if not takes_seed and seeds:
             raise ValueError(f"base_seeds: check {name!r} has no seed setting, so it takes no base seeds (got {seeds!r})")
         _REGISTRY[name] = Check(name, claim, source, tolerance_note, func, dict(quick or {}), dict(full or {}),
-                                dict(mutants), seeds, coarse)
+                                dict(mutants), seeds, coarse, extra)
         return func
 
     return decorate
@@ -366,27 +387,45 @@ def run_check(name: str, mode: str = "quick", *, device=None, **overrides) -> Ch
     """Run the check ``name`` in ``mode`` ("quick" or "full") on each of its base seeds, with settings
     overridden by keyword (``seed=s`` runs that one seed instead).
 
-    ``device`` is passed to checks that simulate (those with a ``device`` setting).
+    ``device`` is passed to checks that simulate (those with a ``device`` setting).  A check whose
+    optional extra is not installed is not run: its result is SKIPPED, ``skipped`` says why.
     """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a check name (str), got {type(name).__name__}")
     if name not in _REGISTRY:
-        raise ValueError(f"no check named {name!r}; registered: {', '.join(_REGISTRY)}")
+        raise ValueError(f"name: no check named {name!r}; registered: {', '.join(_REGISTRY)}")
     check = _REGISTRY[name]
-    if device is not None:
-        if "device" not in inspect.signature(check.func).parameters:
-            device = None
-        else:
-            overrides["device"] = torch.device(device)
+    device = _device(device)
+    if device is not None and "device" in inspect.signature(check.func).parameters:
+        overrides["device"] = device
     setting = check.settings(mode, **overrides)
     seeds = (setting.pop("seed"),) if "seed" in overrides else check.base_seeds
     setting.pop("seed", None)
+    if check.extra is not None and (reason := _extras.missing(check.extra)) is not None:
+        return CheckResult(check, setting, (), (), 0.0, skipped=reason)
     start = time.perf_counter()
     with torch.no_grad():
         comparisons = tuple(check.func(**setting, **({"seed": s} if seeds else {})) for s in seeds or (None,))
     return CheckResult(check, setting, tuple(seeds), comparisons, time.perf_counter() - start)
 
 
+def _device(device) -> torch.device | None:
+    """``device`` (None: each check's default) checked to exist here and to hold data (not ``meta``)."""
+    if device is None:
+        return None
+    device = _validate.device(device)
+    if device.type == "meta":
+        raise ValueError("device: the meta device holds no data to run a check on; use 'cpu' or 'cuda'")
+    return device
+
+
 def run_checks(mode: str = "quick", *, device=None, pattern: str = "*", progress: bool = False) -> list[CheckResult]:
     """Run every registered check whose name matches the glob ``pattern``."""
+    _validate.choice("mode", mode, MODES)
+    device = _device(device)
+    progress = _validate.flag("progress", progress)
+    if not isinstance(pattern, str):
+        raise TypeError(f"pattern must be a glob pattern (str), got {type(pattern).__name__}")
     names = [n for n in _REGISTRY if fnmatch.fnmatch(n, pattern)]
     if not names:
         raise ValueError(f"pattern {pattern!r} matches no check")
@@ -416,10 +455,12 @@ def check(*names: str, mode: str = "quick", device=None, **overrides) -> list[Ch
     setting no selected check has is a ValueError).  In IPython the results table is displayed as
     HTML, elsewhere printed as text.  Returns the list of :class:`CheckResult`; raises
     :class:`CheckFailed` (an AssertionError) naming every failing check with its prediction,
-    measurement and tolerance, after displaying the table.
+    measurement and tolerance, after displaying the table (a SKIPPED check fails nothing).
     """
     if not names:
         raise ValueError("names: give at least one check name or glob pattern")
+    _validate.choice("mode", mode, MODES)
+    device = _device(device)
     selected = []
     for pattern in names:
         if not isinstance(pattern, str):
@@ -435,7 +476,7 @@ def check(*names: str, mode: str = "quick", device=None, **overrides) -> list[Ch
     results = [run_check(n, mode, device=device, **{k: v for k, v in overrides.items() if k in takes[n]})
                for n in selected]
     _display(results)
-    failed = [r for r in results if not r.passed]
+    failed = [r for r in results if r.verdict == "FAIL"]
     if failed:
         raise CheckFailed(failed)
     return results
@@ -502,8 +543,20 @@ def _row(r: CheckResult) -> tuple[str, ...]:
     c = r.comparison
     setting = [f"{k}={_fmt(_plain(v))}" for k, v in r.setting.items() if k != "device"]
     setting += [f"seed={_fmt_seeds(r.seeds)}"] if r.seeds else []
+    if r.skipped is not None:
+        return (r.check.name, r.check.source, ", ".join(setting), "-", "-", "-", "-", r.verdict)
     return (r.check.name, r.check.source, ", ".join(setting), _fmt(_plain(c.prediction)), _fmt(_plain(c.measured)),
-            _fmt_tol(c), _fmt_resolves(r), "PASS" if r.passed else "FAIL")
+            _fmt_tol(c), _fmt_resolves(r), r.verdict)
+
+
+def _count(results: list[CheckResult]) -> str:
+    """"n passed, m failed", and the skipped ones with each reason once."""
+    verdicts = [r.verdict for r in results]
+    text = f"{verdicts.count('PASS')} passed, {verdicts.count('FAIL')} failed"
+    reasons = list(dict.fromkeys(r.skipped for r in results if r.skipped is not None))
+    if reasons:
+        text += f", {verdicts.count('SKIPPED')} skipped ({'; '.join(reasons)})"
+    return text
 
 
 def results_table(results: list[CheckResult]) -> str:
@@ -512,8 +565,7 @@ def results_table(results: list[CheckResult]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    n_pass = sum(r.passed for r in results)
-    lines.append(f"{n_pass} passed, {len(results) - n_pass} failed")
+    lines.append(_count(results))
     return "\n".join(lines)
 
 
@@ -529,17 +581,21 @@ def mutants_table(results: list[CheckResult]) -> str:
     mutant killed or SURVIVED (with its offset from the prediction) and each broken rule; a closing count."""
     lines = []
     for r in results:
+        if r.skipped is not None:
+            lines.append(f"{r.check.name}  [SKIPPED: {r.skipped}]")
+            continue
         seeds = f" (worst of seeds {_fmt_seeds(r.seeds)})" if len(r.seeds) > 1 else ""
-        lines.append(f"{r.check.name}  [{'PASS' if r.passed else 'FAIL'}, resolves {_fmt_resolves(r)}{seeds}]")
+        lines.append(f"{r.check.name}  [{r.verdict}, resolves {_fmt_resolves(r)}{seeds}]")
         lines += [_fmt_mutant(m) for m in r.mutants]
         lines += [f"    RULE      {rule}" for rule in r.rules]
         lines += [f"    coarse    {r.check.coarse}"] if r.check.coarse else []
     mutants = [m for r in results for m in r.mutants]
     killed = sum(m["killed"] for m in mutants)
     generated = sum(m["generated"] for m in mutants)
+    skipped = sum(r.skipped is not None for r in results)
     lines.append(f"{killed} of {len(mutants)} mutants killed ({len(mutants) - generated} declared, {generated} generated), "
-                 f"{len(mutants) - killed} survived; {sum(not r.passed for r in results)} check(s) failed; "
-                 f"{sum(len(r.rules) for r in results)} rule(s) broken")
+                 f"{len(mutants) - killed} survived; {sum(r.verdict == 'FAIL' for r in results)} check(s) failed"
+                 + (f", {skipped} skipped" if skipped else "") + f"; {sum(len(r.rules) for r in results)} rule(s) broken")
     return "\n".join(lines)
 
 
@@ -549,7 +605,10 @@ def results_html(results: list[CheckResult]) -> str:
     every seed."""
     head = "".join(f"<th>{c}</th>" for c in COLUMNS)
     body = "".join(
-        f"<tr title='{html.escape(r.check.claim)}'>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in _row(r)) + "</tr>"
+        f"<tr title='{html.escape(r.skipped or r.check.claim)}'>"
+        + "".join(f"<td>{html.escape(cell)}</td>" for cell in _row(r)) + "</tr>"
         for r in results
     )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    skipped = list(dict.fromkeys(r.skipped for r in results if r.skipped is not None))
+    note = f"<p>Skipped: {html.escape('; '.join(skipped))}</p>" if skipped else ""
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{note}"
