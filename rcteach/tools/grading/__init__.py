@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import importlib
 import importlib.util
 import json
 import math
@@ -57,11 +58,10 @@ def _sandbox():
     """:mod:`.sandbox`, imported when grading (it needs Linux: ``resource``, bubblewrap), so that every
     other command works on Windows and macOS.  An ImportError saying so where it cannot load."""
     try:
-        from . import sandbox
+        return importlib.import_module(f"{__name__}.sandbox")  # not `from . import`: that would ask __getattr__
     except ImportError as err:
         raise ImportError(f"grading runs each submission in a bubblewrap sandbox, which needs Linux; this system "
                           f"({platform.system()}) lacks the module {err.name or err}") from err
-    return sandbox
 
 
 def __getattr__(name):
