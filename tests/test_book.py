@@ -353,7 +353,8 @@ def test_search_from_disk_shows_snippets_without_errors(built_book):
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         page.on("requestfailed", lambda r: errors.append(f"failed to load {r.url}"))
         page.goto((html / "search.html").as_uri() + "?q=spectral", wait_until="load")
-        page.wait_for_function("document.querySelectorAll('#search-results li').length > 0 && Array.from("
+        page.wait_for_function("/found/.test(document.querySelector('#search-results .search-summary')?.innerText)"
+                               " && document.querySelectorAll('#search-results li').length > 0 && Array.from("
                                "document.querySelectorAll('#search-results li')).every(li => li.querySelector('p.context'))",
                                timeout=30000)
         hits = page.evaluate("Array.from(document.querySelectorAll('#search-results li')).map(li =>"
