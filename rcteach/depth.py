@@ -25,7 +25,7 @@ from .attention import ATTENTIONS  # noqa: F401 (re-exported: its home is rcteac
 from .device import make_generator, resolve
 from .layers import VALUES, LayerConfig, LayerWeights, check_weight, draw_keep, draw_weights, forward  # noqa: F401 (VALUES)
 from .masks import check_batch_mask
-from .metrics import frobenius_norm, mu_unchecked, squared_singular_values, stable_rank_from_squared, unit_scaled
+from .metrics import frobenius_norm, mu_unchecked, stable_ranks_unchecked, unit_scaled
 
 __all__ = ["Trajectory", "LayerGradients", "propagate", "weight_gradients"]
 
@@ -77,8 +77,7 @@ def _metrics(X):
     """
     Xs = unit_scaled(X.detach())
     finite = torch.isfinite(Xs).all((-2, -1), keepdim=True)  # (*batch, 1, 1)
-    sq = squared_singular_values(torch.where(finite, Xs, torch.zeros_like(Xs)))  # (*batch, min(T, d)), descending
-    sr, sr_gram = stable_rank_from_squared(sq), stable_rank_from_squared(sq, gram=True)
+    sr, sr_gram = stable_ranks_unchecked(torch.where(finite, Xs, torch.zeros_like(Xs)))
     return mu_unchecked(X), sr, sr_gram, frobenius_norm(X)
 
 

@@ -49,7 +49,8 @@ stays finite.  Metrics per layer (all from the same state):
   ``log_norm``: log ||X||_F.
 
 Both stable ranks need only the top eigenpair of the Gram matrix, not its whole spectrum
-(:func:`rcteach.grid_kernels.top_and_rest`: the trace, and the deflated Frobenius norm for the rest).
+(:func:`rcteach.top_eigen.top_and_rest`: the trace, and the deflated Frobenius norm for the rest; a
+certified Lanczos iteration for large T).
 The samplers and the metrics live in :mod:`rcteach.grid_kernels`; this module holds the
 configurations, the layer loop and the sweep.
 
@@ -70,8 +71,9 @@ import torch
 from . import _validate, denormals
 from .attention import LN2
 from .device import resolve
-from .grid_kernels import (_centred_softmax, _draws, _initial, _layernorm, _metrics, _mm, _Rotation, bartlett,
-                           centred_softmax, top_and_rest)
+from .grid_kernels import (_centred_softmax, _draws, _initial, _layernorm, _metrics, _mm, _mm_lower, _Rotation, bartlett,
+                           centred_softmax)
+from .top_eigen import top_and_rest
 from .tools.sweep import Table, point_seed, sweep
 from .width import width_dims
 
@@ -175,17 +177,20 @@ def _run(names, T, d, depth, seeds, seed, authors_skip, dtype, device) -> dict:
         log_term = log_a + torch.where(centred, log_att, 0.0)  # log of the factor on A X W_V
         Y = _mm(At, Z)  # (n, T, p)
         if skip:  # W_V's e column, its k state directions, the Bartlett factor of the other d - 1 - k
-            W = [_draws(gens, seeds, (p, p), dtype, device)]
+            W = _draws(gens, seeds, (p, p), dtype, device)
             if d - p:
-                W.append(bartlett(p, d - p, gens=gens, seeds=seeds, dtype=dtype, device=device))
-            Y = log_term.exp().to(dtype)[:, None, None] * _mm(Y, torch.cat(W, dim=-1))
+                YW = torch.cat([_mm(Y, W), _mm_lower(Y, bartlett(p, d - p, gens=gens, seeds=seeds, dtype=dtype,
+                                                                 device=device))], dim=-1)
+            else:
+                YW = _mm(Y, W)
+            Y = log_term.exp().to(dtype)[:, None, None] * YW
             Y[..., :p] += Z
             if d - p:  # rotate the e^perp part (width 2k + 1) back to k = T columns
                 Y = torch.cat([Y[..., :1], torch.linalg.qr(Y[..., 1:].mT, mode="r")[1].mT], dim=-1)
         else:  # W_V's e column, then the Bartlett factor of its d - 1 others (zero columns dropped)
-            W = torch.cat([_draws(gens, seeds, (p, 1), dtype, device),
-                           bartlett(p, d - 1, gens=gens, seeds=seeds, dtype=dtype, device=device)], dim=-1)
-            Y = _mm(Y, W)[..., :1 + min(p, d - 1)]
+            e_col = _draws(gens, seeds, (p, 1), dtype, device)
+            L = bartlett(p, d - 1, gens=gens, seeds=seeds, dtype=dtype, device=device)
+            Y = torch.cat([_mm(Y, e_col), _mm_lower(Y, L)[..., :min(p, d - 1)]], dim=-1)
             log_norm = log_norm + log_term
         if len(ln):
             Y[ln] = _layernorm(Y[ln], O, T)

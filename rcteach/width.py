@@ -15,8 +15,9 @@ scale-invariant, so the variance of W_V does not matter.  Two attention models:
 
 Stable ranks (see :mod:`rcteach.metrics`): ``gram=False`` gives sum s_i^2 / s_1^2 (Frobenius),
 ``gram=True`` gives sum s_i^4 / s_1^4 (the Gram matrix's, as in the Mind-the-Gap code).  They are
-computed from the eigenvalues of the T x T Gram matrix (A Y)(A Y)^T, which is cheaper than an
-SVD of the (T, d) output and exact up to float64 round-off on the squared singular values.
+computed from the smaller Gram matrix of the output, its trace and its top eigenvalue
+(:func:`rcteach.metrics.stable_ranks_unchecked`: certified Lanczos for large T, else LAPACK), which is
+cheaper than an SVD of the (T, d) output and exact up to float64 round-off.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from . import _deprecation, _validate
 from .attention import ATTENTIONS, LN2, qk_attention, random_attention
 from .device import make_generator, resolve
 from .logits import qk_weights
-from .metrics import squared_singular_values, stable_rank_from_squared
+from .metrics import stable_ranks_unchecked
 from .norms import normalise_unchecked
 from .tokens import gaussian_tokens, orthonormal_tokens
 
@@ -100,11 +101,10 @@ def width_stable_ranks(T, gamma, s2=LN2, *, seeds=1, centred=False, gram=False, 
         W_V = torch.randn(seeds, d, d, generator=gen, device=device, dtype=dtype)
         A = qk_attention(X0, W_Q, W_K, centred=centred)  # (seeds, T, T)
         Y = X0 @ W_V  # (seeds, T, d)
-    out = A @ Y  # (seeds, T, d)
-    sq = squared_singular_values(out)  # (seeds, min(T, d)), descending
-    if not (sq[..., 0] > 0).all():
+    ranks = stable_ranks_unchecked(A @ Y)[int(gram)]  # of the output (seeds, T, d)
+    if torch.isnan(ranks).any():
         raise ValueError("the layer output is zero; its stable rank is undefined")
-    return stable_rank_from_squared(sq, gram=gram)
+    return ranks
 
 
 def noniso_width_ranks(T, d, s2=LN2, *, seeds=1, seed=0, device=None) -> torch.Tensor:
@@ -126,4 +126,4 @@ def noniso_width_ranks(T, d, s2=LN2, *, seeds=1, seed=0, device=None) -> torch.T
     A = random_attention(T, s2, batch=seeds, centred=True, generator=g, device=device, dtype=f64)
     X = normalise_unchecked(gaussian_tokens(T, d, batch=seeds, generator=g, device=device, dtype=f64), "rms")
     W_V = torch.randn(seeds, d, d, generator=g, device=device, dtype=f64)
-    return stable_rank_from_squared(squared_singular_values(A @ X @ W_V)).cpu()
+    return stable_ranks_unchecked(A @ X @ W_V)[0].cpu()
