@@ -25,7 +25,7 @@ from .attention import ATTENTIONS  # noqa: F401 (re-exported: its home is rcteac
 from .device import make_generator, resolve
 from .layers import VALUES, LayerConfig, LayerWeights, check_weight, draw_keep, draw_weights, forward  # noqa: F401 (VALUES)
 from .masks import check_batch_mask
-from .metrics import frobenius_norm, mu_unchecked, stable_ranks_unchecked, unit_scaled
+from .metrics import frobenius_norm, mu_unchecked, stable_ranks_unchecked
 
 __all__ = ["Trajectory", "LayerGradients", "propagate", "weight_gradients"]
 
@@ -72,13 +72,15 @@ class LayerGradients:
 def _metrics(X):
     """μ, Frobenius and Gram stable ranks, norm of X (*batch, T, d): four (*batch,) tensors.
 
-    μ and the norm keep the autograd graph; the stable ranks, of the detached X (scaled to max|X| = 1,
-    so that no Gram matrix overflows), are NaN where X = 0 or X is not finite (an overflowed stack).
+    μ and the norm keep the autograd graph; the stable ranks, of the detached X scaled to ||X||_F = 1
+    (so that no Gram matrix overflows), are NaN where X = 0 or X is not finite (an overflowed stack).
     """
-    Xs = unit_scaled(X.detach())
-    finite = torch.isfinite(Xs).all((-2, -1), keepdim=True)  # (*batch, 1, 1)
-    sr, sr_gram = stable_ranks_unchecked(torch.where(finite, Xs, torch.zeros_like(Xs)))
-    return mu_unchecked(X), sr, sr_gram, frobenius_norm(X)
+    norm = frobenius_norm(X)
+    scale = norm.detach()[..., None, None]
+    ok = torch.isfinite(scale) & (scale > 0)  # (*batch, 1, 1); a non-finite entry makes the norm non-finite
+    Xs = X.detach() / scale if ok.all() else torch.where(ok, X.detach() / torch.where(ok, scale, 1.0), 0.0)
+    sr, sr_gram = stable_ranks_unchecked(Xs)
+    return mu_unchecked(X), sr, sr_gram, norm
 
 
 def _setup(X0, depth, layer_options, *, W_Q=None, W_K=None, W_V=None, seed=None, generator=None, device=None,

@@ -10,6 +10,7 @@ Stable rank has two definitions in the literature; every function and figure say
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -59,8 +60,14 @@ def unit_scaled(X) -> torch.Tensor:
 
 
 def frobenius_norm(X) -> torch.Tensor:
-    """||X||_F of X (*batch, m, n), shape (*batch,), computed as s ||X / s||_F with s = max|X|, so that
-    it neither overflows nor underflows where the result is a finite float.  Keeps the graph; no validation."""
+    """||X||_F of X (*batch, m, n), shape (*batch,), neither overflowing nor underflowing where the result is
+    a finite float: one pass sqrt(sum x^2), which is exact to rounding when it lands between
+    sqrt(tiny) and sqrt(max) of the dtype (with a margin of 1e3); otherwise s ||X / s||_F with s = max|X|.
+    Keeps the graph; no validation."""
+    norm = torch.linalg.matrix_norm(X)
+    info = torch.finfo(X.dtype)
+    if X.numel() and bool(((norm > 1e3 * math.sqrt(info.tiny)) & (norm < 1e-3 * math.sqrt(info.max))).all()):
+        return norm
     scale = _max_abs(X)
     return scale[..., 0, 0] * torch.linalg.matrix_norm(X / scale)
 
@@ -74,12 +81,14 @@ def stable_rank(X, *, gram=False) -> torch.Tensor:
     certified Lanczos iteration for large matrices on the CPU (:mod:`rcteach.top_eigen`), else LAPACK.
     """
     gram = _validate.flag("gram", gram)
-    X = _validate.matrix("X", X)
-    # scale-free: X / max|X| neither overflows (1e200 X) nor underflows to 0/0 (1e-200 X)
-    ranks = stable_ranks_unchecked(unit_scaled(X))[int(gram)]
-    if torch.isnan(ranks).any():
+    X = _validate.matrix("X", X, finite=False)  # finite entries <=> a finite norm: checked on the norm
+    norm = frobenius_norm(X.detach())
+    if not torch.isfinite(norm).all():
+        raise ValueError("X must have finite entries (found NaN or inf)")
+    if not (norm > 0).all():
         raise ValueError("X must be nonzero: the stable rank of a zero matrix is undefined")
-    return ranks
+    # scale-free: X / ||X||_F neither overflows (1e200 X) nor underflows to 0/0 (1e-200 X)
+    return stable_ranks_unchecked(X / norm[..., None, None])[int(gram)]
 
 
 def stable_ranks_unchecked(X) -> tuple[torch.Tensor, torch.Tensor]:
