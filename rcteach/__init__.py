@@ -6,7 +6,7 @@ leading dimensions, runs on any torch device (:func:`default_device`), computes 
 the CPU by default, and takes ``seed=`` or ``generator=`` wherever it draws random numbers.
 """
 
-from . import _deprecation, plotting, theory
+from . import _deprecation, linalg, plotting, theory, threads
 from .attention import attention_map, centre, qk_attention, random_attention, uniform_attention
 from .checks import check, run_check, run_checks
 from .depth import LayerGradients, Trajectory, propagate, weight_gradients
@@ -31,10 +31,15 @@ from .tokens import gaussian_tokens, orthonormal_tokens
 from .variants import random_differential_attention
 from .width import width_stable_ranks
 
+# torch's intra-op threads for the kit's small batched work: $RCTEACH_THREADS, else the user's
+# $OMP_NUM_THREADS / $MKL_NUM_THREADS, else one (rcteach.threads).
+threads.configure()
+
 # Modules that moved (tools into rcteach.tools, the Wu et al. table experiment to wu_table): the old
-# import paths keep working for one release, with a DeprecationWarning.
+# import paths keep working for one release, with a DeprecationWarning.  (rcteach.sweep is the core
+# sweep engine again: it moved back from rcteach.tools.sweep.)
 _deprecation.moved_modules({**{f"rcteach.{tool}": f"rcteach.tools.{tool}"
-                               for tool in ("bench", "cli", "grading", "student", "sweep")},
+                               for tool in ("bench", "cli", "grading", "student")},
                             "rcteach.layernorm": "rcteach.wu_table"})
 
 __version__ = "0.1.0"
@@ -62,6 +67,7 @@ __all__ = [
     "is_strongly_connected",
     "layer",
     "leading_term",
+    "linalg",
     "make_mask",
     "mask_graph",
     "mu",

@@ -23,8 +23,7 @@ import torch
 from . import _deprecation, _validate, denormals
 from .attention import ATTENTIONS  # noqa: F401 (re-exported: its home is rcteach.attention)
 from .device import make_generator, resolve
-from .layers import VALUES, LayerConfig, LayerWeights, check_weight, draw_keep, draw_weights, forward  # noqa: F401 (VALUES)
-from .masks import check_batch_mask
+from .layers import VALUES, LayerConfig, LayerWeights, check_weight, draw_keep, draw_weights, forward, on_tokens  # noqa: F401 (VALUES)
 from .metrics import frobenius_norm, mu_unchecked, stable_ranks_unchecked
 
 __all__ = ["Trajectory", "LayerGradients", "propagate", "weight_gradients"]
@@ -86,8 +85,8 @@ def _metrics(X):
 def _setup(X0, depth, layer_options, *, W_Q=None, W_K=None, W_V=None, seed=None, generator=None, device=None,
            dtype=None):
     """Validate the inputs of :func:`propagate` once: X0 on its device and dtype, depth, the
-    :class:`LayerConfig` of ``layer_options`` with its mask on that device, the explicit weights (as a
-    :class:`LayerWeights`) and the generator."""
+    :class:`LayerConfig` of ``layer_options`` with its mask and logit bias on that device, the explicit
+    weights (as a :class:`LayerWeights`) and the generator."""
     X0 = _validate.matrix("X0", X0, min_rows=2)
     depth = _validate.integer("depth", depth, minimum=0)
     config = LayerConfig(**layer_options)
@@ -96,8 +95,7 @@ def _setup(X0, depth, layer_options, *, W_Q=None, W_K=None, W_V=None, seed=None,
     X0 = X0.to(device=device, dtype=dtype)
     *batch, T, d = X0.shape
     batch = tuple(batch)
-    if config.mask is not None:
-        config = replace(config, mask=check_batch_mask(config.mask, X0, x_name="X0"))
+    config = on_tokens(config, X0, x_name="X0")
     if config.attention == "iid":
         for name, W in (("W_Q", W_Q), ("W_K", W_K)):
             if W is not None:
@@ -136,22 +134,50 @@ def _warn_overflow(norm, dtype):
                          "('rms', 'layernorm'), fewer layers or dtype=torch.float64", stacklevel=5)
 
 
-def _run(X0, config, draws, keep_states):
-    """Run the layers with the weights ``draws``; return the Trajectory and the last state."""
+def _warn_zero(norm):
+    """A UserWarning when the states became exactly zero after a nonzero X0, naming the first such layer."""
+    zero = (norm.detach() == 0) & (norm.detach()[:1] > 0)  # (depth + 1, *batch)
+    if zero.any():
+        layer = int(zero.reshape(zero.shape[0], -1).any(-1).nonzero()[0])
+        _validate.regime(f"the tokens became exactly zero at layer {layer}: from there on the stable ranks are NaN and "
+                         "mu and the norm 0, not measurements.  Centred attention maps tokens at consensus, or with "
+                         "logits below rounding (attention='qk' on shrinking tokens: softmax exactly 1/T, so A_perp = 0), "
+                         "to zero; the true state is tiny, not 0.  Pass a norm ('rms', 'layernorm'), fewer layers, or "
+                         "use rcteach.grid (which keeps the scale apart, in log_norm)", stacklevel=5)
+
+
+def _schedule(config, masks, X0, depth):
+    """The config of every layer: ``config`` throughout, or with layer l's mask ``masks[l % len(masks)]``
+    (each validated against X0 and moved to its device)."""
+    if masks is None:
+        return [config] * depth
+    if config.mask is not None:
+        raise ValueError("pass mask (the same at every layer) or masks (one per layer, cycled), not both")
+    if isinstance(masks, torch.Tensor) or not isinstance(masks, (list, tuple)) or not masks:
+        raise TypeError("masks must be a non-empty list or tuple of boolean (T, T) masks, one per layer "
+                        "(cycled when shorter than depth)")
+    configs = [on_tokens(replace(config, mask=m), X0, x_name="X0") for m in masks]
+    return [configs[layer % len(configs)] for layer in range(depth)]
+
+
+def _run(X0, configs, draws, keep_states):
+    """Run the layers (layer l with ``configs[l]``) with the weights ``draws``; return the Trajectory and the
+    last state."""
     X = X0
     states, metrics = [X], [_metrics(X)]
     with denormals.for_float32(X0.dtype, X0.device):  # collapsing float32 states: subnormals flushed
-        for w in draws:
+        for config, w in zip(configs, draws):
             X = forward(X, config, w)
             metrics.append(_metrics(X))
             if keep_states:
                 states.append(X)
     mu, sr, sr_gram, norm = (torch.stack(m) for m in zip(*metrics))
     _warn_overflow(norm, X0.dtype)
+    _warn_zero(norm)
     return Trajectory(mu, sr, sr_gram, norm, torch.stack(states) if keep_states else None), X
 
 
-def propagate(X0, depth, *, W_Q=None, W_K=None, W_V=None, shared=False, seed=None, generator=None,
+def propagate(X0, depth, *, W_Q=None, W_K=None, W_V=None, shared=False, masks=None, seed=None, generator=None,
               keep_states=False, device=None, dtype=None, **layer_options) -> Trajectory:
     """Propagate tokens X0 through ``depth`` attention layers at initialisation.
 
@@ -168,7 +194,8 @@ def propagate(X0, depth, *, W_Q=None, W_K=None, W_V=None, shared=False, seed=Non
     **layer_options
         The fields of :class:`rcteach.LayerConfig`, each with its default there: ``attention``
         ("iid" or "qk"), ``s2``, ``beta``, ``mask``, ``centred``, ``dropout``, ``norm``, ``skip``,
-        ``values``, ``value_var``, ``d_qk``.  With ``attention="qk"`` and the default weights, the
+        ``values``, ``value_var``, ``d_qk``, ``attention_scale``, ``norm_position``, ``logit_bias``.
+        With ``attention="qk"`` and the default weights, the
         logits of tokens of norm r have variance beta^2 s2 r^4 (``theory.logit_variance``): exactly
         beta^2 s2 for unit-norm tokens (orthonormal X0, or any layer after ``norm="rms"``).
         Dropout draws a fresh mask per layer (also with ``shared``); a row whose unmasked entries
@@ -180,6 +207,10 @@ def propagate(X0, depth, *, W_Q=None, W_K=None, W_V=None, shared=False, seed=Non
     shared : bool
         Draw the random weights once and use them at every layer (for ``"iid"`` the same logits,
         hence the same A, at every layer).  Default: fresh draws per layer.
+    masks : list of bool Tensors (T, T) or (*batch, T, T), optional
+        Time-varying masks: layer l (l = 0..depth-1) uses ``masks[l % len(masks)]`` (a periodic
+        schedule; pass ``depth`` masks for an arbitrary one).  Instead of ``mask``.
+        :func:`rcteach.masks.reach_mask` says which tokens reach which over a run of layers.
     seed : int, optional; generator : torch.Generator, optional
         Randomness (one of the two).
     keep_states : bool
@@ -199,7 +230,8 @@ def propagate(X0, depth, *, W_Q=None, W_K=None, W_V=None, shared=False, seed=Non
                                            generator=generator, device=device, dtype=dtype)
     shared = _validate.flag("shared", shared)
     keep_states = _validate.flag("keep_states", keep_states)
-    trajectory, _ = _run(X0, config, _draws(X0, depth, config, given, gen, shared=shared), keep_states)
+    configs = _schedule(config, masks, X0, depth)
+    trajectory, _ = _run(X0, configs, _draws(X0, depth, config, given, gen, shared=shared), keep_states)
     return trajectory
 
 
@@ -248,7 +280,7 @@ def weight_gradients(X0, depth, *, loss="norm", seed=None, generator=None, devic
         for w in layers:
             for k in names:
                 getattr(w, k).requires_grad_(True)
-        _, X = _run(X0, config, layers, keep_states=False)
+        _, X = _run(X0, [config] * depth, layers, keep_states=False)
         if loss == "norm":
             L = torch.linalg.matrix_norm(X).square()
         elif loss == "mu":

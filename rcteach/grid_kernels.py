@@ -16,7 +16,7 @@ import torch
 
 from . import _validate
 from .device import resolve
-from .top_eigen import top_and_rest
+from .top_eigen import top_and_rest_unchecked
 
 __all__ = ["bartlett", "centred_softmax"]
 
@@ -206,6 +206,7 @@ def _mm_lower(a, L) -> torch.Tensor:
     return torch.from_numpy(out)
 
 
+
 def _metrics(Z, log_norm) -> dict:
     """The four metrics (module doc) of states Z (n, T, p) with ||Z||_F = 1.
 
@@ -214,7 +215,7 @@ def _metrics(Z, log_norm) -> dict:
     (:func:`rcteach.top_eigen.top_and_rest`: certified Lanczos for large T, else LAPACK).
     """
     S = _mm(Z, Z.mT) if Z.shape[-2] <= Z.shape[-1] else _mm(Z.mT, Z)  # numpy computes a @ a^T with syrk
-    lam, rest = top_and_rest(S)
+    lam, rest = top_and_rest_unchecked(S)
     Z = Z.to(torch.float64)
     return {"stable_rank": S.diagonal(dim1=-2, dim2=-1).sum(-1, dtype=torch.float64) / lam,
             "stable_rank_gram": 1 + rest / lam.square(),

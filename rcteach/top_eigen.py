@@ -48,14 +48,16 @@ from typing import NamedTuple
 
 import torch
 
+from . import _validate, linalg
 
-
-__all__ = ["LANCZOS_MIN_SIZE", "TOL", "RESIDUAL_TOL", "TopEigen", "max_steps", "lanczos_top", "top_and_rest"]
+__all__ = ["LANCZOS_MIN_SIZE", "TOL", "RESIDUAL_TOL", "TopEigen", "max_steps", "lanczos_top", "top_and_rest",
+           "top_and_rest_unchecked"]
 
 LANCZOS_MIN_SIZE = 256
 """Smallest m for which :func:`top_and_rest` tries Lanczos first (CPU).  Measured on this project's AMD EPYC,
 one thread, on the grid's Gram matrices (collapsing states, batches of 15): Lanczos plus its rest costs
 0.6x the dense top pair at m = 256, 0.35x at 600 and 0.2x at 1000, and 1.1x at m = 150."""
+
 
 def max_steps(m: int) -> int:
     """Lanczos steps before giving up on an m x m matrix (then dense): about as many as cost what LAPACK's top
@@ -63,6 +65,7 @@ def max_steps(m: int) -> int:
     at m = 256, 600 and 1000, the dense route 3.5, 20 and 88 ms, and the Lanczos set-up about a quarter
     of it: m / 32 steps."""
     return max(8, m // 32)
+
 
 TOL = 1e-10
 """Certified relative accuracy of lam_1: theta <= lam_1 <= theta (1 + TOL) (module doc).  The value itself is
@@ -181,40 +184,56 @@ def _lanczos(A, unit, fro2, steps, seed) -> TopEigen:
 
 
 def _dense_top_and_rest(S) -> tuple[torch.Tensor, torch.Tensor]:
-    """(lam_1, rest) from LAPACK (module doc), float64 on S's device; float64 all-eigenvalue fallback."""
+    """(lam_1, rest) from LAPACK (module doc), float64 on S's device: for m >= 48 on the CPU ``syevr``'s
+    top pair, elsewhere (and where ``syevr`` fails) all eigenvalues from :func:`rcteach.linalg.eigvalsh`
+    (which survives a failing driver), in float64 where ``syevr`` failed."""
     n, m = S.shape[:2]
-    lam = torch.full((n,), math.nan, dtype=torch.float64)
-    rest = torch.full((n,), math.nan, dtype=torch.float64)
-    if S.device.type == "cpu" and m >= 48:
-        from scipy.linalg import lapack  # lazy: only large dense matrices need it
+    if not (S.device.type == "cpu" and m >= 48):
+        return _all_eigenvalues(S)
+    from scipy.linalg import lapack  # lazy: only large dense matrices need it
 
-        syevr = lapack.get_lapack_funcs("syevr", dtype=S.numpy().dtype)
-        vec = torch.zeros(n, m, dtype=torch.float64)
-        for i, a in enumerate(S.numpy()):
-            w, z, *_, info = syevr(a, compute_v=1, range="I", il=m, iu=m, lower=1)
-            if info == 0:
-                lam[i], vec[i] = float(w[0]), torch.from_numpy(z[:, 0])
-        deflated = S.to(torch.float64) - lam[:, None, None] * vec[:, :, None] * vec[:, None, :]
-        rest = deflated.square().sum((-2, -1))
-    else:
-        try:
-            w = torch.linalg.eigvalsh(S).to(torch.float64).clamp_min(0).cpu()
-            lam, rest = w[:, -1], w[:, :-1].square().sum(-1)
-        except torch.linalg.LinAlgError:
-            pass
+    lam = torch.full((n,), math.nan, dtype=torch.float64)
+    syevr = lapack.get_lapack_funcs("syevr", dtype=S.numpy().dtype)
+    vec = torch.zeros(n, m, dtype=torch.float64)
+    for i, a in enumerate(S.numpy()):
+        w, z, *_, info = syevr(a, compute_v=1, range="I", il=m, iu=m, lower=1)
+        if info == 0:
+            lam[i], vec[i] = float(w[0]), torch.from_numpy(z[:, 0])
+    deflated = S.to(torch.float64) - lam[:, None, None] * vec[:, :, None] * vec[:, None, :]
+    rest = deflated.square().sum((-2, -1))
     bad = ~(torch.isfinite(lam) & torch.isfinite(rest))
     if bad.any():
-        w = torch.linalg.eigvalsh(S[bad.to(S.device)].to(torch.float64)).clamp_min(0).cpu()
-        lam[bad], rest[bad] = w[:, -1], w[:, :-1].square().sum(-1)
-    return lam.to(S.device), rest.to(S.device)
+        lam[bad], rest[bad] = _all_eigenvalues(S[bad].to(torch.float64))
+    return lam, rest
+
+
+def _all_eigenvalues(S) -> tuple[torch.Tensor, torch.Tensor]:
+    """(lam_1, rest) from all the eigenvalues of S (n, m, m), float64 on S's device."""
+    w = linalg.eigvalsh_unchecked(S).to(torch.float64).clamp_min(0)
+    return w[:, -1], w[:, :-1].square().sum(-1)
 
 
 def top_and_rest(S) -> tuple[torch.Tensor, torch.Tensor]:
     """For each symmetric positive semi-definite S (n, m, m) with eigenvalues lam_1 >= lam_2 >= ...: lam_1 and
     rest = sum_{i >= 2} lam_i^2, both float64 (n,) on S's device (module doc: certified Lanczos from
-    m = :data:`LANCZOS_MIN_SIZE` on the CPU, else or where uncertified LAPACK)."""
+    m = :data:`LANCZOS_MIN_SIZE` on the CPU, else or where uncertified LAPACK).
+
+    S must be a finite float32/float64 tensor of shape (n, m, m), symmetric to rounding (ValueError otherwise).
+    """
+    S = _validate.matrix("S", S, square=True)
+    if S.dim() != 3:
+        raise ValueError(f"S must have shape (n, m, m), got shape {tuple(S.shape)}")
+    scale = S.detach().abs().amax().item()
+    if (S - S.mT).abs().amax().item() > 64 * torch.finfo(S.dtype).eps * scale:
+        raise ValueError("S must be symmetric (a Gram matrix), got one that is not, beyond rounding")
+    return top_and_rest_unchecked(S)
+
+
+def top_and_rest_unchecked(S) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`top_and_rest` without the input checks (the stable ranks of the grid, ``propagate`` and ``metrics``)."""
+    S = S.detach()
     if S.device.type != "cpu" or S.shape[-1] < LANCZOS_MIN_SIZE or not S.shape[0]:
-        return _dense_top_and_rest(S.detach())
+        return _dense_top_and_rest(S)
     A, unit, fro2 = _working_copy(S)
     top = _lanczos(A, unit, fro2, max_steps(S.shape[-1]), 0)
     lam, y = top.value.clone(), top.vector
@@ -222,5 +241,5 @@ def top_and_rest(S) -> tuple[torch.Tensor, torch.Tensor]:
     rest = unit.square() * torch.linalg.vector_norm(A, dim=(-2, -1)).square()
     bad = ~top.certified
     if bad.any():
-        lam[bad], rest[bad] = _dense_top_and_rest(S[bad].detach())
+        lam[bad], rest[bad] = _dense_top_and_rest(S[bad])
     return lam, rest

@@ -44,7 +44,9 @@ class TrainingRun:
     loss: torch.Tensor  # cross-entropy on a fixed evaluation batch (log V = chance)
     grad_norm: torch.Tensor  # ||gradient||_F over all weights, on the training batch (NaN at the last entry)
     grad_norm_qk: torch.Tensor  # the part of it from W_Q and W_K
-    stable_rank: torch.Tensor  # Frobenius stable rank of X_depth on the evaluation batch, mean over the batch
+    stable_rank: torch.Tensor  # Frobenius stable rank of X_depth on the evaluation batch, mean over its sequences
+    # whose X_depth is nonzero (A_perp can give exactly 0: on equal tokens, or where softmax - 1/T rounds to 0
+    # near consensus, as with a small vocabulary; a zero matrix has no stable rank; NaN if every one is zero)
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,8 @@ def train_copy(init="A", *, T=16, d=32, vocab=16, depth=4, steps=150, lr=3e-3, b
         with torch.no_grad():
             X, logits = _forward(E[eval_ids], E, layers, **kw)
             records["loss"].append(loss_f(logits.reshape(-1, vocab), eval_ids.reshape(-1)).item())
-            records["stable_rank"].append(stable_rank(X).mean().item())
+            ranked = X[X.abs().amax((-2, -1)) > 0]  # the sequences with a stable rank (TrainingRun)
+            records["stable_rank"].append(stable_rank(ranked).mean().item() if len(ranked) else math.nan)
         if step == steps:
             records["grad_norm"].append(math.nan)
             records["grad_norm_qk"].append(math.nan)
@@ -142,8 +145,8 @@ def consensus_gradients(eps, *, T=16, d=32, vocab=16, s2=1.0, seed=0) -> Consens
 
     Parameters
     ----------
-    eps : list or tuple of floats, each > 0
-        The shrink factors; the networks for all of them share E, ids and the weights.
+    eps : list or tuple of floats, each in (0, 1]
+        The shrink factors (1: the task's own input); the networks for all of them share E, ids and the weights.
     T, d, vocab : int >= 2
         Tokens, width, vocabulary size.
     s2 : float > 0
@@ -155,7 +158,7 @@ def consensus_gradients(eps, *, T=16, d=32, vocab=16, s2=1.0, seed=0) -> Consens
     -------
     ConsensusGradients with eps, mu, grad_qk, grad_v, each of shape (len(eps),).
     """
-    eps = _validate.values("eps", eps, _validate.real, positive=True)
+    eps = _validate.values("eps", eps, _validate.real, positive=True, maximum=1.0)
     T, d, vocab = (_validate.integer(n, v, minimum=2) for n, v in (("T", T), ("d", d), ("vocab", vocab)))
     s2 = _validate.real("s2", _validate.log_variance("s2", s2), positive=True)
     g = torch.Generator().manual_seed(_validate.seed(seed))

@@ -28,14 +28,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import rcteach as rc
-from rcteach import equilibria, explorers, free_probability, grid, matfree, norms, plotting, theory, training, width, wu_table
+from rcteach import equilibria, explorers, free_probability, grid, linalg, matfree, norms, plotting, theory, training, width, wu_table
 from rcteach._validate import LOG_FLOAT_MAX
 from rcteach.device import DEVICE_ENV
 from rcteach.layers import LayerConfig, LayerWeights
 from rcteach.attention import noniso_attention
 from rcteach.logits import leading_term, qk_logits, random_qk_logits, random_logits
 from rcteach.sphere import sphere_flow, tail_rate
-from rcteach.tokens import near_consensus
+from rcteach.tokens import near_consensus, orthogonal_matrix
 from rcteach.width import noniso_width_ranks
 
 matplotlib.use("Agg")
@@ -221,6 +221,8 @@ CASES = [
     Case("orthonormal_tokens", rc.orthonormal_tokens, lambda: dict(T=3, d=4),
          dict(T=st.one_of(bad_int(minimum=2), st.just(5)), d=st.one_of(bad_int(minimum=1), st.just(2)),
               batch=BAD_BATCH, **RANDOM, generator=BAD_GENERATOR)),
+    Case("orthogonal_matrix", orthogonal_matrix, lambda: dict(d=3),
+         dict(d=bad_int(minimum=1), batch=BAD_BATCH, **RANDOM, generator=BAD_GENERATOR)),
     Case("gaussian_tokens", rc.gaussian_tokens, lambda: dict(T=3, d=4),
          dict(T=bad_int(minimum=2), d=bad_int(minimum=1), std=bad_real(minimum=0.0),
               rho=bad_real(minimum=0.0, maximum=1.0), batch=BAD_BATCH, **RANDOM)),
@@ -261,8 +263,9 @@ CASES = [
          dict(X0=bad_matrix(T, D), depth=bad_int(minimum=1), beta=bad_real(minimum=0.0), h=bad_real(positive=True))),
     Case("tail_rate", tail_rate, lambda: dict(rel=torch.tensor([1e-4, 1e-6, 1e-8], dtype=F64)),
          dict(rel=st.sampled_from(["x", 1.0, [1e-4], torch.tensor([1e-4, math.nan]), torch.tensor([1e-4, -1.0]),
-                                   torch.ones(2, dtype=torch.complex128)]),
-              top=bad_real(positive=True), span=bad_real(positive=True))),
+                                   torch.ones(2, dtype=torch.complex128), torch.zeros(4, dtype=F64),  # no rate to fit
+                                   torch.tensor([1, 0]), torch.tensor([1.0, 1e-6])]),  # top reached at the last layer
+              top=bad_real(positive=True), span=st.one_of(bad_real(positive=True, below=1.0), st.just(1e300)))),
     Case("noniso_width_ranks", noniso_width_ranks, lambda: dict(T=3, d=2, s2=0.5),
          dict(T=bad_int(minimum=2), d=bad_int(minimum=1), s2=S2_REAL, seeds=bad_int(minimum=1), seed=BAD_SEED,
               device=BAD_DEVICE)),
@@ -354,6 +357,10 @@ CASES = [
     Case("polish", equilibria.polish, lambda: dict(X=unit_X(), W_V=torch.eye(D, dtype=F64), steps=1),
          dict(X=bad_matrix(T, D), steps=bad_int(minimum=0), W_V=bad_matrix(D, D))),
     Case("spectral_radius", equilibria.spectral_radius, lambda: dict(M=A_()), dict(M=bad_matrix(T, T))),
+    Case("linalg.eigvals", linalg.eigvals, lambda: dict(A=A_(2)), dict(A=bad_matrix(T, T, extra=[torch.ones(T, 2, dtype=F64)]))),
+    Case("linalg.eigvalsh", linalg.eigvalsh, lambda: dict(H=A_() + A_().mT),
+         dict(H=bad_matrix(T, T, extra=[torch.ones(T, 2, dtype=F64)]))),
+    Case("linalg.svdvals", linalg.svdvals, lambda: dict(X=X_()), dict(X=bad_matrix(T, D))),
     Case("unique_equilibria", equilibria.unique_equilibria, lambda: dict(states=torch.zeros(2, T, D, dtype=F64)),
          dict(states=bad_matrix(T, D), atol=bad_real(minimum=0.0))),
     Case("two_token_example", equilibria.two_token_example, lambda: dict(),
@@ -409,8 +416,8 @@ CASES = [
               depth=bad_int(minimum=1), steps=bad_int(minimum=1), lr=bad_real(positive=True), batch=bad_int(minimum=1),
               s2=BAD_S2, seed=BAD_SEED)),
     Case("consensus_gradients", training.consensus_gradients, lambda: dict(eps=[0.1, 0.01], T=3, d=4, vocab=3),
-         dict(eps=st.one_of(st.sampled_from([[], (), 0.1, "0.1", None, [0.1, "1"], [True]]),
-                            st.lists(bad_real(positive=True), min_size=1, max_size=2)),
+         dict(eps=st.one_of(st.sampled_from([[], (), 0.1, "0.1", None, [0.1, "1"], [True], [2.0], [1e300]]),
+                            st.lists(bad_real(positive=True, maximum=1.0), min_size=1, max_size=2)),
               T=bad_int(minimum=2), d=bad_int(minimum=2), vocab=bad_int(minimum=2), s2=BAD_S2, seed=BAD_SEED)),
     Case("consensus_transient_layer", rc.masks.consensus_transient_layer,
          lambda: dict(mask=rc.make_mask("causal", T), level=0.5),
@@ -428,14 +435,36 @@ CASES = [
               configs=st.sampled_from(["", "B", 3]), depth=bad_int(minimum=1), seeds=bad_int(minimum=1), seed=BAD_SEED,
               authors_skip=BAD_FLAG, dtype=BAD_DTYPE, device=BAD_DEVICE)),
     Case("grid_rows", grid.grid_rows, lambda: dict(T=4, gamma=0.5, configs="A", depth=1, seeds=1),
-         dict(T=bad_int(minimum=2), gamma=bad_real(positive=True), depth=bad_int(minimum=1), seeds=bad_int(minimum=1),
-              seed=BAD_SEED, authors_skip=BAD_FLAG, dtype=choices(("float32", "float64")), device=BAD_DEVICE)),
+         dict(T=bad_int(minimum=2), gamma=st.one_of(bad_real(positive=True), st.just(2.0)), depth=bad_int(minimum=1),
+              seeds=bad_int(minimum=1), seed=BAD_SEED, authors_skip=BAD_FLAG, dtype=choices(("float32", "float64")),
+              device=BAD_DEVICE, configs=st.sampled_from(["", "B", 3, "A,A", ["A", "A"]]))),
+    Case("top_and_rest", grid.top_and_rest, lambda: dict(S=(X_(2) @ X_(2).mT)),
+         dict(S=bad_matrix(T, T, extra=[torch.ones(T, T + 1, dtype=F64), torch.eye(T, dtype=F64),  # (m, m): no batch
+                                       torch.triu(torch.ones(2, T, T, dtype=F64))]))),  # not symmetric
+    Case("Config", grid.Config, lambda: dict(attention="qk", skip="plain"),
+         dict(attention=choices(("iid", "qk", "identity")), centred=BAD_FLAG,
+              skip=choices(("plain", "upscaled")).filter(lambda s: s is not None), layernorm=BAD_FLAG)),
     Case("run_grid", grid.run_grid, lambda: dict(out=tempfile.mkdtemp(), configs="A", T=[4], gamma=[0.5], depth=1,
                                                  seeds=1, progress=False),
-         dict(out=st.sampled_from([3, None, b"x"]), configs=st.sampled_from(["", "B", 3]),
-              T=st.sampled_from([3, [1], ["4"], [4.0]]), gamma=st.sampled_from([0.5, [-1.0], [math.nan], ["a"]]),
+         dict(out=st.sampled_from([3, None, b"x", "", __file__, __file__ + "/sub"]),  # a file where a folder belongs
+              configs=st.sampled_from(["", "B", 3, "A,A"]),
+              T=st.sampled_from([3, [1], ["4"], [4.0], [4, 4]]), gamma=st.sampled_from([0.5, [-1.0], [math.nan], ["a"],
+                                                                                       [2.0], [0.5, 0.5], [1e-300]]),
               depth=bad_int(minimum=1), seeds=bad_int(minimum=1), base_seed=BAD_SEED, authors_skip=BAD_FLAG,
-              dtype=choices(("float32", "float64")), device=BAD_DEVICE, force=BAD_FLAG, progress=BAD_FLAG)),
+              dtype=choices(("float32", "float64")), device=BAD_DEVICE, force=BAD_FLAG, progress=BAD_FLAG,
+              executor=st.sampled_from([object(), 3, "local:0", "nowhere", ""]))),
+    # the theory checks from Python (a fast check: the centre node of causal masks)
+    Case("run_check", rc.run_check, lambda: dict(name="causal-centre"),
+         dict(name=st.sampled_from(["nope", "", 3, None, ["causal-centre"], b"causal-centre"]),
+              mode=choices(("quick", "full")), device=BAD_DEVICE)),
+    Case("run_check with settings", lambda T, window: rc.run_check("causal-centre", T=T, window=window),
+         lambda: dict(T=8, window=2), dict(T=bad_int(minimum=2), window=bad_int(minimum=0))),
+    Case("check", lambda names, **kw: rc.check(*names, **kw), lambda: dict(names=("causal-centre",)),
+         dict(names=st.sampled_from([(), ("zz-none-*",), (3,), ("causal-centre", None), ([],)]),
+              mode=choices(("quick", "full")), device=BAD_DEVICE)),
+    Case("run_checks", rc.run_checks, lambda: dict(pattern="causal-centre"),
+         dict(mode=choices(("quick", "full")), pattern=st.sampled_from(["zz-none-*", "", 3, None, ["causal-centre"]]),
+              device=BAD_DEVICE, progress=BAD_FLAG)),
     # the explorers: data functions, and the widget constructors that wrap them (the same starting arguments)
     *(Case(f"{name}_data", getattr(explorers, f"{name}_data"), EXPLORER_VALID[name],
            dict(EXPLORER_BAD[name], device=BAD_DEVICE, **({"s2": bad_real(minimum=0.0)} if name == "mask" else {})))
@@ -491,6 +520,7 @@ THEORY = [
      dict(T=INT_T, d=st.one_of(bad_int(minimum=1), st.just(3)), s2=BAD_S2, value_var=bad_real(positive=True), centred=BAD_FLAG)),
     (theory.first_value_gradient_rms, dict(T=4, d=4, s2=1.0), dict(s2=BAD_S2)),  # s2 checked without centring too
     (theory.noniso_bulk_radius, dict(T=8, d=8, s2=1.0), dict(T=INT_T, d=bad_int(minimum=1), s2=BAD_S2)),
+    (theory.noniso_width_slope, dict(gamma=0.5), dict(gamma=bad_real(minimum=0.0))),  # gamma = 0: d -> infinity
     (theory.embedding_gram_stable_rank_excess, dict(T=64, d=8, shared_fraction=1 / 3),
      dict(T=INT_T, d=bad_int(minimum=1), shared_fraction=bad_real(minimum=0.0, maximum=1.0))),
     (theory.gaussian_value_lyapunov, dict(d=4), dict(d=bad_int(minimum=2))),
@@ -642,8 +672,9 @@ def test_deep_float32_stacks_never_crash(depth, s2, attention, norm, value_var, 
         assert finite  # unit tokens cannot overflow
 
 
-def test_singular_values_fall_back_to_the_svd(monkeypatch):
-    """An eigensolver that does not converge (float32 near underflow) gives way to the SVD, not a crash."""
+def test_singular_values_survive_a_failing_eigensolver(monkeypatch):
+    """An eigensolver that does not converge (float32 near underflow) gives way to rcteach.linalg's fallback
+    (scipy's LAPACK), not a crash."""
     from rcteach.metrics import squared_singular_values
 
     X = torch.randn(3, 4, 6, generator=torch.Generator().manual_seed(0), dtype=F64)

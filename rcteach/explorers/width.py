@@ -25,7 +25,8 @@ class WidthData:
     ``params["gram"]``); ``predicted`` (n,) the limit for A: 1 + c (Frobenius,
     :func:`rcteach.theory.width_stable_rank`) or 1 (Gram: the spike's s_1^4 dominates);
     ``predicted_centred`` (n,) slope * T (:func:`rcteach.theory.centred_width_slope`, or
-    ``centred_width_slope_gram``).
+    ``centred_width_slope_gram``).  At s2 = 0 attention is uniform and A_perp = 0 exactly, so A_perp X0 W_V
+    has no stable rank: ``stable_rank_centred`` is NaN there (the figure says so).
     """
 
     params: dict
@@ -74,7 +75,7 @@ def width_data(T_range=(16, 128), gamma=0.5, s2=LN2, *, gram=False, points=6, se
         T = int(T)
         sr.append(to_numpy(width_stable_ranks(T, gamma, s2, seeds=seeds, gram=gram, seed=seed + k, device=device)))
         sr_c.append(to_numpy(width_stable_ranks(T, gamma, s2, seeds=seeds, gram=gram, centred=True, seed=seed + k,
-                                              device=device)))
+                                              device=device)) if s2 > 0 else np.full(seeds, np.nan))
     limit = 1.0 if gram else theory.width_stable_rank(s2)
     slope = theory.centred_width_slope_gram(gamma) if gram else theory.centred_width_slope(gamma)
     return WidthData(
@@ -95,7 +96,9 @@ def _width_layout():
         mean, = ax.plot([], [], "o-", label="mean")
         predicted, = ax.plot([], [], "k--")
         log_scale(ax, "x")
-        panels.append((ax, draws, mean, predicted))
+        note = ax.text(0.5, 0.5, "s² = 0: uniform attention, A⊥ = 0,\nno stable rank", ha="center", va="center",
+                       transform=ax.transAxes, visible=False)
+        panels.append((ax, draws, mean, predicted, note))
     log_scale(axs[1], "y")
     fig.rcteach_layout = dict(panels=panels)
     return fig
@@ -110,16 +113,19 @@ def width_figure(data: WidthData, fig=None):
     which = "Gram stable rank Σs⁴/s₁⁴" if p["gram"] else "Frobenius stable rank Σs²/s₁²"
     fig = reused(fig, "width", _width_layout)
     limit = "predicted limit " + ("1" if p["gram"] else "1 + c")
-    for (ax, draws, mean, predicted), sr, pred, name, lab in zip(
+    for (ax, draws, mean, predicted, note), sr, pred, name, lab in zip(
             fig.rcteach_layout["panels"], (data.stable_rank, data.stable_rank_centred),
             (data.predicted, data.predicted_centred), ("A X₀W_V", "A⊥X₀W_V"), (limit, "predicted slope × T")):
         axes(f"{name}: γ={p['gamma']:.3g}, s²={p['s2']:.3g}", "T (tokens)", which, ax=ax)
-        draws.set_data(np.repeat(data.T, sr.shape[1]), sr.ravel())
+        empty = bool(np.isnan(sr).all())  # A_perp = 0 at s2 = 0
+        note.set_visible(empty)
+        Ts = data.T[:0] if empty else data.T
+        draws.set_data(np.repeat(Ts, sr.shape[1]), sr[: len(Ts)].ravel())
         draws.set_label(f"{p['seeds']} draws per T")
-        mean.set_data(data.T, sr.mean(1))
-        predicted.set_data(data.T, pred)
+        mean.set_data(Ts, sr[: len(Ts)].mean(1))
+        predicted.set_data(Ts, pred[: len(Ts)])
         predicted.set_label(lab)
-        ax.legend(loc="upper left", fontsize="small")
+        ax.legend(loc="upper left", fontsize="small").set_visible(not empty)
         autoscale(ax)
     fig.rcteach_layout["panels"][0][0].set_ylim(bottom=0)
     return fig

@@ -1,8 +1,9 @@
 """Course assignments: build them with otter-grader, grade them so that a submission cannot change its verdict.
 
 The master notebooks live in ``assignments/<name>/<name>.ipynb`` (Otter Assign format: solutions,
-public and hidden tests) next to ``key.py``, the answer key of the trusted grader.  Needs the
-optional extra ``pip install -e .[assign]`` (otter-grader) and, to grade, bubblewrap (``bwrap``).
+public and hidden tests) next to ``key.py``, the answer key of the trusted grader; an installed
+rcteach ships them (:data:`ASSIGNMENTS_DIR`).  Needs the optional extra ``pip install
+'rcteach[assign]'`` (otter-grader, ipykernel) and, to grade, Linux with bubblewrap (``bwrap``).
 
 * :func:`assign_all` runs ``otter assign`` on every master notebook and writes, per assignment,
   ``<build>/<name>/student/`` (the notebook handed out; students run the public tests with
@@ -28,6 +29,7 @@ import json
 import math
 import os
 import pathlib
+import platform
 import random
 import secrets
 import shutil
@@ -35,19 +37,32 @@ import subprocess
 import sys
 import tempfile
 
-from .._args import UsageError, existing_dir, existing_path, positive_float
-from . import answers, harness, sandbox, verdict
+from ... import _extras, _files
+from .._args import UsageError, existing_dir, existing_path, output_dir, positive_float
+from . import answers, harness, verdict
 
 __all__ = ["ASSIGNMENTS_DIR", "masters", "assign", "assign_all", "grade", "question_points"]
 
-ASSIGNMENTS_DIR = pathlib.Path(__file__).resolve().parents[3] / "assignments"
+#: The masters: shipped with an installed rcteach, the repository's ``assignments/`` in a checkout.
+ASSIGNMENTS_DIR = _files.assignments_dir()
+
+
+def _sandbox():
+    """:mod:`.sandbox`, imported when grading (it needs Linux: ``resource``, bubblewrap), so that every
+    other command works on Windows and macOS.  An ImportError saying so where it cannot load."""
+    try:
+        from . import sandbox
+    except ImportError as err:
+        raise ImportError(f"grading runs each submission in a bubblewrap sandbox, which needs Linux; this system "
+                          f"({platform.system()}) lacks the module {err.name or err}") from err
+    return sandbox
 
 
 def _otter() -> list[str]:
     """The otter command of this interpreter's environment."""
     exe = pathlib.Path(sys.executable).with_name("otter")
     if not exe.exists():
-        raise RuntimeError("otter-grader is not installed: pip install -e '.[assign]'")
+        raise RuntimeError(f"otter-grader is not installed: {_extras.install_line('assign')}")
     return [str(exe)]
 
 
@@ -195,6 +210,7 @@ def grade(submission, autograder, *, timeout=600, output_dir=None, cell_timeout=
         raise ValueError(f"submission {submission} does not exist")
     if not (isinstance(timeout, (int, float)) and timeout > 0):
         raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
+    sandbox = _sandbox()
     if not unsafe_no_sandbox and (reason := sandbox.available()) is not None:
         raise sandbox.SandboxUnavailable(f"{reason}. Refusing to grade without a sandbox: a submission could read "
                                          "the reference answers and change the grader's files (--unsafe-no-sandbox "
@@ -257,6 +273,10 @@ def _submissions(paths) -> list[pathlib.Path]:
 
 def _main_grade(args) -> int:
     """Grade each submission; one that cannot be graded is reported (why) and the exit status is 1."""
+    try:
+        sandbox = _sandbox()
+    except ImportError as err:  # Windows: the same for every submission
+        raise UsageError(str(err)) from err
     rows, failed = [], 0
     try:
         for sub in _submissions(args.submissions):
@@ -296,7 +316,8 @@ def _autograder_arg(text: str) -> str:
 def add_subcommands(sub) -> None:
     """Register ``assign`` and ``grade`` on the rcteach CLI's subparsers."""
     a = sub.add_parser("assign", help="build student notebooks and autograders from assignments/ (otter assign)")
-    a.add_argument("-o", "--output", default="_build/assignments", help="build folder (default _build/assignments)")
+    a.add_argument("-o", "--output", type=output_dir, default="_build/assignments",
+                   help="build folder (default _build/assignments)")
     a.add_argument("--source", type=existing_dir, default=str(ASSIGNMENTS_DIR), help="folder of <name>/<name>.ipynb masters")
     a.add_argument("--no-run-tests", action="store_true", help="do not check the solutions against the tests")
     a.set_defaults(func=_main_assign)
