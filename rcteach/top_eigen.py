@@ -50,13 +50,17 @@ import torch
 
 from . import _validate, linalg
 
-__all__ = ["LANCZOS_MIN_SIZE", "TOL", "RESIDUAL_TOL", "TopEigen", "max_steps", "lanczos_top", "top_and_rest",
+__all__ = ["LANCZOS_MIN_SIZE", "SYEVR_MIN_SIZE", "TOL", "RESIDUAL_TOL", "TopEigen", "max_steps", "lanczos_top", "top_and_rest",
            "top_and_rest_unchecked"]
 
 LANCZOS_MIN_SIZE = 256
 """Smallest m for which :func:`top_and_rest` tries Lanczos first (CPU).  Measured on this project's AMD EPYC,
 one thread, on the grid's Gram matrices (collapsing states, batches of 15): Lanczos plus its rest costs
 0.6x the dense top pair at m = 256, 0.35x at 600 and 0.2x at 1000, and 1.1x at m = 150."""
+
+SYEVR_MIN_SIZE = 48
+"""Smallest m for which the dense route asks scipy's LAPACK ``syevr`` (OpenBLAS) for the top pair, matrix by
+matrix; below it one batched :func:`rcteach.linalg.eigvalsh` call is cheaper (all eigenvalues)."""
 
 
 def max_steps(m: int) -> int:
@@ -95,6 +99,17 @@ def _tridiagonal(alpha, beta) -> torch.Tensor:
         off = torch.diag_embed(beta, offset=1)
         T = T + off + off.mT
     return T
+
+
+def _small_eigh(T) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eigenvalues (ascending) and eigenvectors of the small symmetric tridiagonal matrices T (n, k, k), float64:
+    numpy's batched LAPACK (OpenBLAS), not torch's MKL, whose degenerate-input failures
+    :mod:`rcteach.linalg` guards against; tridiagonal matrices of k <= m / 32 rows are never the failing case
+    there, and a non-finite result leaves the matrix uncertified (then dense, through :mod:`rcteach.linalg`)."""
+    import numpy as np
+
+    w, v = np.linalg.eigh(T.numpy())
+    return torch.from_numpy(w), torch.from_numpy(v)
 
 
 def _orthogonalise(w, Q) -> tuple[torch.Tensor, torch.Tensor]:
@@ -149,13 +164,13 @@ def _lanczos(A, unit, fro2, steps, seed) -> TopEigen:
         w, h = _orthogonalise((A @ Q[:, k, :, None])[..., 0], Q[:, : k + 1])
         alpha[:, k] = h[:, k]
         b = torch.linalg.vector_norm(w, dim=-1)
-        theta, s = torch.linalg.eigh(_tridiagonal(alpha[:, : k + 1], beta[:, :k]))
+        theta, s = _small_eigh(_tridiagonal(alpha[:, : k + 1], beta[:, :k]))
         top, s_top = theta[:, -1], s[:, :, -1]
         step = alpha[:, k].square() + 2 * b.square()  # the mass this step moved into K (with q_{k+1}'s coupling)
         captured = alpha[:, :k].square().sum(-1) + 2 * beta[:, :k].square().sum(-1) + step
         f2 = (fro2[live] - captured).clamp_min(0)  # ||S||_F^2 outside the Krylov space
         M = _tridiagonal(torch.cat([alpha[:, : k + 1], f2.sqrt()[:, None]], -1), torch.cat([beta[:, :k], b[:, None]], -1))
-        upper = torch.linalg.eigvalsh(M)[:, -1] + (k + 1) * slack[live]
+        upper = _small_eigh(M)[0][:, -1] + (k + 1) * slack[live]
         good = (upper <= top * (1 + TOL)) & (b * s_top[:, -1].abs() <= RESIDUAL_TOL * top) & (top > 0)
         # give up early where the mass left outside K, at this step's rate (rates fall), needs more steps than remain
         hopeless = (k >= 2) & (f2 - top.square() > (K - 1 - k) * step)
@@ -188,7 +203,7 @@ def _dense_top_and_rest(S) -> tuple[torch.Tensor, torch.Tensor]:
     top pair, elsewhere (and where ``syevr`` fails) all eigenvalues from :func:`rcteach.linalg.eigvalsh`
     (which survives a failing driver), in float64 where ``syevr`` failed."""
     n, m = S.shape[:2]
-    if not (S.device.type == "cpu" and m >= 48):
+    if not (S.device.type == "cpu" and m >= SYEVR_MIN_SIZE):
         return _all_eigenvalues(S)
     from scipy.linalg import lapack  # lazy: only large dense matrices need it
 
