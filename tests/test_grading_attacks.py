@@ -149,11 +149,11 @@ def _notebook(cells, path) -> pathlib.Path:
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory, working_sandbox):
+def graded(tmp_path_factory, working_sandbox, built_assignments):
     tmp = tmp_path_factory.mktemp("attacks")
     outside = tmp / "outside"
     outside.mkdir()
-    built = grading.assign(MASTER, tmp / "build", run_tests=False)
+    built = built_assignments["a1_spectral_gap"]
     attacks = _attacks(built["autograder"], outside)
     before = _fingerprint(grading.PACKAGE_DIR, built["autograder"], MASTER.parent)
     os.environ["RCTEACH_GRADER_TOKEN"] = SECRET
@@ -270,12 +270,13 @@ def test_cli_grades_a_folder_into_a_csv(graded, tmp_path, capsys):
     out = tmp_path / "results"
     assert main(["grade", str(tmp_path / "class"), "-a", str(graded["autograder"]), "--timeout", "60", "-o", str(out)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines == [f"{tmp_path / 'class' / s / 'a1_spectral_gap.ipynb'}: 0 / 12" for s in ("alice", "bob")]
+    assert lines[:2] == [f"{tmp_path / 'class' / s / 'a1_spectral_gap.ipynb'}: 0 / 12" for s in ("alice", "bob")]
     with open(out / "scores.csv") as f:
         rows = list(csv.DictReader(f))
-    assert [r["notebook"].split("/")[-2] for r in rows] == ["alice", "bob"] and rows[0]["possible"] == "12.0"
-    assert {"q1a", "q3", "limits_hit"} <= set(rows[0])
-    assert sorted(p.name for p in out.glob("*.json")) == ["alice__a1_spectral_gap-results.json", "bob__a1_spectral_gap-results.json"]
+    assert [(r["student"], r["notebook"].split("/")[-2]) for r in rows] == [("alice", "alice"), ("bob", "bob")]
+    assert rows[0]["possible"] == "12" and {"q1a", "q3", "notes", "seed"} <= set(rows[0])
+    assert sorted(p.name for p in (out / "results").glob("*.json")) == ["alice.json", "bob.json"]
+    assert sorted(p.name for p in (out / "feedback").glob("*.md")) == ["alice.md", "bob.md"]
 
 
 def test_sandbox_sees_kernel_knobs_read_only_and_no_grader_files(working_sandbox):

@@ -1,29 +1,34 @@
 """Course assignments: build them with otter-grader, grade them so that a submission cannot change its verdict.
 
 The master notebooks live in ``assignments/<name>/<name>.ipynb`` (Otter Assign format: solutions,
-public and hidden tests) next to ``key.py``, the answer key of the trusted grader; an installed
-rcteach ships them (:data:`ASSIGNMENTS_DIR`).  Needs the optional extra ``pip install
-'rcteach[assign]'`` (otter-grader, ipykernel) and, to grade, Linux with bubblewrap (``bwrap``).
+public and hidden tests) next to ``key.py``, the answer key of the trusted grader
+(``docs/writing-assignments.md``); an installed rcteach ships them (:data:`ASSIGNMENTS_DIR`).  Needs
+the optional extra ``pip install 'rcteach[assign]'`` (otter-grader, ipykernel) and, to grade, Linux
+with bubblewrap (``bwrap``).
 
 * :func:`assign_all` runs ``otter assign`` on every master notebook and writes, per assignment,
-  ``<build>/<name>/student/`` (the notebook handed out; students run the public tests with
-  ``grader.check``) and ``<build>/<name>/autograder/`` (the solutions notebook, otter's zip, and
-  for this grader the answer key and the points: the folder is the AUTOGRADER of ``grade``).
+  ``<build>/<name>/student/`` (the notebook handed out, with its points and an install line:
+  :mod:`.authoring`; students run the public tests with ``grader.check``) and
+  ``<build>/<name>/autograder/`` (the solutions notebook, otter's zip, and for this grader the
+  answer key and the points: the folder is the AUTOGRADER of ``grade``).
+  :func:`.authoring.check_assignment` checks a new master.
 * :func:`grade` runs a submission in a fresh sandbox (:mod:`.sandbox`, :mod:`.harness`) that sees
   no answer key, no solutions and no tests; the submission answers the key's asks (values, and its
-  functions on inputs drawn for this run) as plain data, which this process marks (:mod:`.verdict`)
-  against the solutions' answers to the same asks, computed here.
+  functions on inputs drawn for this run from a seed that is kept) as plain data, which this
+  process marks (:mod:`.verdict`) against the solutions' answers to the same asks, computed here.
+  :func:`grade_all` grades a class (:mod:`.submissions`: which files, whose), several sandboxes at a
+  time or on a dask cluster, into a gradebook (:mod:`.gradebook`).
 
-Command line: ``python -m rcteach assign [-o _build/assignments]`` and
-``python -m rcteach grade NOTEBOOK_OR_FOLDER... -a AUTOGRADER_FOLDER [--timeout 600] [-o DIR]``.
+Command line (:mod:`.commands`): ``python -m rcteach assign [MASTER...] [-o _build/assignments] [--check]``
+and ``python -m rcteach grade NOTEBOOK_OR_FOLDER... -a AUTOGRADER_FOLDER [--timeout 600] [-o DIR] [-j N]``.
 """
 
 from __future__ import annotations
 
-import argparse
-import csv
 import dataclasses
 import functools
+import hashlib
+import importlib
 import importlib.util
 import json
 import math
@@ -31,17 +36,19 @@ import os
 import pathlib
 import platform
 import random
+import re
 import secrets
 import shutil
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 
 from ... import _extras, _files
-from .._args import UsageError, existing_dir, existing_path, output_dir, positive_float
-from . import answers, harness, verdict
+from . import answers, gradebook, harness, submissions, verdict
 
-__all__ = ["ASSIGNMENTS_DIR", "masters", "assign", "assign_all", "grade", "question_points"]
+__all__ = ["ASSIGNMENTS_DIR", "masters", "assign", "assign_all", "question_points", "Assignment", "load", "run_solutions",
+           "Asked", "draw_asks", "reference", "run_sandboxed", "grade", "grade_all"]
 
 #: The masters: shipped with an installed rcteach, the repository's ``assignments/`` in a checkout.
 ASSIGNMENTS_DIR = _files.assignments_dir()
@@ -51,11 +58,16 @@ def _sandbox():
     """:mod:`.sandbox`, imported when grading (it needs Linux: ``resource``, bubblewrap), so that every
     other command works on Windows and macOS.  An ImportError saying so where it cannot load."""
     try:
-        from . import sandbox
+        return importlib.import_module(f"{__name__}.sandbox")  # not `from . import`: that would ask __getattr__
     except ImportError as err:
         raise ImportError(f"grading runs each submission in a bubblewrap sandbox, which needs Linux; this system "
                           f"({platform.system()}) lacks the module {err.name or err}") from err
-    return sandbox
+
+
+def __getattr__(name):
+    if name == "sandbox":  # grading.sandbox, loaded on first use (see _sandbox)
+        return _sandbox()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _otter() -> list[str]:
@@ -93,9 +105,12 @@ def assign(master, build="_build/assignments", *, run_tests=True, timeout=600) -
     zips = sorted((target / "autograder").glob("*.zip"))
     if proc.returncode != 0 or not zips:
         raise RuntimeError(f"otter assign failed for {master}:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
-    autograder = target / "autograder"
+    from .authoring import annotate_student
+
+    autograder, points = target / "autograder", question_points(master)
     shutil.copyfile(master.parent / KEY, autograder / KEY)
-    (autograder / QUESTIONS).write_text(json.dumps({"name": master.stem, "points": question_points(master)}))
+    (autograder / QUESTIONS).write_text(json.dumps({"name": master.stem, "points": points}))
+    annotate_student(target / "student" / master.name, points)
     return {"student": target / "student" / master.name, "autograder": autograder}
 
 
@@ -164,18 +179,42 @@ def _load_key_module(path):
     return key
 
 
+@dataclasses.dataclass(frozen=True)
+class Assignment:
+    """A built assignment as the grader holds it: ``name``, ``points`` ``{question: points}``, the key's
+    ``asks(rng, ask)`` and ``wrong`` (its ``WRONG``: obvious wrong answers per question), and
+    ``solutions``, the namespace of the solutions notebook executed in the grader's process."""
+
+    name: str
+    points: dict
+    asks: object
+    wrong: dict
+    solutions: dict
+
+
 @functools.lru_cache(maxsize=8)
-def _load(folder: pathlib.Path):
-    """The assignment's points, its ``asks(rng, ask)`` and the namespace of its solutions notebook,
-    executed here, in the grader's process (trusted code: the instructor's solutions)."""
+def _load(folder: pathlib.Path) -> Assignment:
+    """The :class:`Assignment` of an autograder folder; its solutions run here, once per process
+    (trusted code: the instructor's solutions), and every submission is marked against them."""
     meta = json.loads((folder / QUESTIONS).read_text())
     key = _load_key_module(folder / KEY)
+    return Assignment(meta["name"], meta["points"], key.asks, getattr(key, "WRONG", {}), run_solutions(folder))
+
+
+def run_solutions(autograder) -> dict:
+    """The namespace of the autograder's solutions notebook, executed here (otter's cells skipped)."""
+    folder = _autograder_dir(autograder)
+    name = json.loads((folder / QUESTIONS).read_text())["name"]
     namespace = {"__name__": "__solutions__"}
-    solutions = json.loads((folder / f"{meta['name']}.ipynb").read_text())
-    for source in harness.code_cells(solutions):
+    for source in harness.code_cells(json.loads((folder / f"{name}.ipynb").read_text())):
         if not (harness.is_otter_cell(source) or harness.CHECK.match(source)):
             exec(compile(source, "<solutions>", "exec"), namespace)
-    return meta["points"], key.asks, namespace
+    return namespace
+
+
+def load(autograder) -> Assignment:
+    """The :class:`Assignment` of the autograder folder ``autograder`` built by :func:`assign`."""
+    return _load(_autograder_dir(autograder).resolve())
 
 
 #: Starts :mod:`.harness` in the sandbox without running the package's ``__init__`` (which imports
@@ -184,61 +223,187 @@ _HARNESS = ("import sys, types; pkg = types.ModuleType('_rcteach_grading'); pkg.
             "sys.modules[pkg.__name__] = pkg; from _rcteach_grading import harness; sys.exit(harness.main(sys.argv[2:]))")
 
 
-def _reference(namespace, ask):
-    """The solutions' answer to ``ask``, through the same plain-data round trip as a submission's."""
-    return answers.decode(json.loads(json.dumps(answers.evaluate(namespace, ask))))
+def reference(namespace, ask):
+    """The solutions' answer to ``ask`` (and to the same ask of each name in its ``accept``: then a
+    :class:`.verdict.AnyOf`), through the same plain-data round trip as a submission's."""
+    values = [answers.decode(json.loads(json.dumps(answers.evaluate(namespace, {**ask, "name": name}))))
+              for name in [ask["name"], *ask.get("accept", ())]]
+    return values[0] if len(values) == 1 else verdict.AnyOf(values)
 
 
-def grade(submission, autograder, *, timeout=600, output_dir=None, cell_timeout=None, limits=None,
-          unsafe_no_sandbox=False) -> dict:
-    """Grade one notebook: run it in a fresh sandbox (:mod:`.sandbox`), mark its answers outside.
+@dataclasses.dataclass(frozen=True)
+class Asked:
+    """What one submission is asked: the ``seed`` of its inputs, the ``asks`` per question, their
+    ``digest`` (SHA-256 of the asks as JSON: equal digests, equal questions) and the reference answers ``want``."""
 
-    The answer key draws this run's inputs (fresh seeds, sizes) with a secret random generator; the
-    submission answers them inside the sandbox (:mod:`.harness`); the reference answers come from
-    the solutions notebook executed in this process.  ``timeout``: wall-clock seconds for the whole
-    run (also its CPU-time limit); ``cell_timeout`` (default ``min(60, timeout)``): soft limit per
-    cell and per answer.  ``limits`` (a :class:`.sandbox.Limits`) overrides all limits.
-    Raises :class:`.sandbox.SandboxUnavailable` if no sandbox works here, unless
-    ``unsafe_no_sandbox=True`` (the submission can then read and change the grader's files).
+    seed: int
+    asks: dict
+    digest: str
+    want: dict
 
-    Returns ``score``, ``possible``, ``tests`` (per question: ``name``, ``score``, ``max_score``,
-    ``feedback``), ``limits_hit`` (as seen from outside), ``output`` (the run's first output,
-    untrusted), ``seconds`` and ``error`` (None, or why the run failed: see :func:`_failure`).  ``output_dir`` also keeps this as JSON.
-    """
-    submission, folder = pathlib.Path(submission), _autograder_dir(autograder)
-    if not submission.is_file():
-        raise ValueError(f"submission {submission} does not exist")
-    if not (isinstance(timeout, (int, float)) and timeout > 0):
-        raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
+
+def draw_asks(assignment: Assignment, seed: int | None = None) -> Asked:
+    """Draw a submission's asks from the answer key with ``random.Random(seed)`` (default: a fresh
+    secret seed) and compute the reference answers to them."""
+    if seed is None:
+        seed = secrets.randbits(64)
+    elif isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    asks = assignment.asks(random.Random(seed), answers.ASK)
+    if set(asks) != set(assignment.points) or not all(asks.values()):  # a question without asks would be free points
+        raise ValueError(f"the answer key must ask about every question {sorted(assignment.points)} (it asks about "
+                         f"{sorted(q for q, a in asks.items() if a)})")
+    digest = hashlib.sha256(json.dumps(asks, sort_keys=True).encode()).hexdigest()
+    return Asked(seed, asks, digest, {q: [reference(assignment.solutions, a) for a in asks[q]] for q in asks})
+
+
+def run_sandboxed(notebook: bytes, asks: dict, limits: sandbox.Limits, cell_timeout: float,
+                  unsafe_no_sandbox: bool = False) -> sandbox.Outcome:
+    """Run a notebook (its bytes) in a fresh sandbox and let it answer ``asks``: the untrusted half
+    of grading, on this machine or on a worker of a cluster (it needs no answer key, no solutions)."""
+    sandbox = _sandbox()
+    with tempfile.TemporaryDirectory(prefix="rcteach-grade-") as tmp:
+        pathlib.Path(tmp, "submission.ipynb").write_bytes(notebook)
+        pathlib.Path(tmp, "asks.json").write_text(json.dumps({"questions": asks, "preload": PRELOAD}))
+        argv = [sys.executable, "-c", _HARNESS, str(HARNESS_DIR), f"{tmp}/submission.ipynb", f"{tmp}/asks.json",
+                "{answers_fd}", str(cell_timeout)]
+        return sandbox.run(argv, read_only=[tmp], packages=[PACKAGE_DIR], limits=limits,
+                           unsafe_no_sandbox=unsafe_no_sandbox)
+
+
+def _require_sandbox(unsafe_no_sandbox: bool) -> None:
     sandbox = _sandbox()
     if not unsafe_no_sandbox and (reason := sandbox.available()) is not None:
         raise sandbox.SandboxUnavailable(f"{reason}. Refusing to grade without a sandbox: a submission could read "
                                          "the reference answers and change the grader's files (--unsafe-no-sandbox "
                                          "grades anyway)")
-    limits = limits or sandbox.Limits(wall=float(timeout), cpu=math.ceil(timeout))
-    points, make_asks, solutions = _load(folder.resolve())
-    asks = make_asks(random.Random(secrets.randbits(64)), answers.ASK)
-    if set(asks) != set(points) or not all(asks.values()):  # a question without asks would be free points
-        raise ValueError(f"the answer key must ask about every question {sorted(points)} (it asks about "
-                         f"{sorted(q for q, a in asks.items() if a)})")
-    want = {q: [_reference(solutions, a) for a in asks[q]] for q in asks}
-    with tempfile.TemporaryDirectory(prefix="rcteach-grade-") as tmp:
-        shutil.copyfile(submission, pathlib.Path(tmp, "submission.ipynb"))
-        pathlib.Path(tmp, "asks.json").write_text(json.dumps({"questions": asks, "preload": PRELOAD}))
-        argv = [sys.executable, "-c", _HARNESS, str(HARNESS_DIR), f"{tmp}/submission.ipynb", f"{tmp}/asks.json",
-                "{answers_fd}", str(cell_timeout or min(60.0, timeout))]
-        out = sandbox.run(argv, read_only=[tmp], packages=[PACKAGE_DIR], limits=limits,
-                          unsafe_no_sandbox=unsafe_no_sandbox)
-    got = verdict.read_answers(out.answers, asks)
-    marks = [verdict.mark(q, p, asks[q], got.get(q), want[q]) for q, p in points.items()]
-    result = {"score": sum(m.score for m in marks), "possible": float(sum(points.values())),
-              "tests": [dataclasses.asdict(m) for m in marks], "limits_hit": out.limits_hit,
-              "output": out.output, "seconds": out.seconds, "error": _failure(out)}
+
+
+def _limits(timeout, limits) -> sandbox.Limits:
+    if not (isinstance(timeout, (int, float)) and timeout > 0):
+        raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
+    return limits or _sandbox().Limits(wall=float(timeout), cpu=math.ceil(timeout))
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def grade(submission, autograder, *, timeout=600, output_dir=None, cell_timeout=None, limits=None,
+          unsafe_no_sandbox=False, seed=None) -> dict:
+    """Grade one notebook: run it in a fresh sandbox (:mod:`.sandbox`), mark its answers outside.
+
+    The answer key draws this run's inputs (fresh sizes and seeds, from ``random.Random(seed)``;
+    ``seed`` None: a fresh secret one); the submission answers them inside the sandbox
+    (:mod:`.harness`); the reference answers come from the solutions notebook executed in this
+    process.  ``timeout``: wall-clock seconds for the whole run (also its CPU-time limit);
+    ``cell_timeout`` (default ``min(60, timeout)``): soft limit per cell and per answer.  ``limits``
+    (a :class:`.sandbox.Limits`) overrides all limits.  Raises ``ValueError`` for a submission that
+    is not a regular notebook file (:mod:`.submissions`), and :class:`.sandbox.SandboxUnavailable` if
+    no sandbox works here, unless ``unsafe_no_sandbox=True`` (the submission can then read and
+    change the grader's files).
+
+    Returns ``student`` (its id, :func:`.submissions.student_id`), ``notebook``, ``assignment``,
+    ``score``, ``possible``, ``tests`` (per question: ``name``, ``score``, ``max_score``,
+    ``feedback``), ``notes`` (what the gradebook notes: limits hit, a failed run, a notebook of
+    another assignment), ``limits_hit`` (as seen from outside), ``error`` (None, or why the run
+    failed: see :func:`_failure`), ``cell_errors``, ``output`` (the run's first output, untrusted),
+    ``seconds``, ``cpu_seconds_reported`` (the run's own report: untrusted), ``seed`` and
+    ``asks_sha256``.  ``output_dir``: also write it to a gradebook there (:mod:`.gradebook`).
+    """
+    submission = pathlib.Path(submission)
+    if not submission.exists() and not submission.is_symlink():
+        raise ValueError(f"submission {submission} does not exist")
+    assignment = load(autograder)
+    subs = [submissions.Submission(submissions.student_id(submission, None, assignment.name), submission)]
+    submissions.read_notebook(submission)  # raises SubmissionError (a ValueError) saying why it cannot be graded
+    [result] = grade_all(subs, autograder, timeout=timeout, cell_timeout=cell_timeout, limits=limits, jobs=1,
+                         unsafe_no_sandbox=unsafe_no_sandbox, seeds={subs[0].student: seed})
     if output_dir is not None:
-        pathlib.Path(output_dir).mkdir(parents=True, exist_ok=True)
-        name = "__".join(submission.with_suffix("").parts[-2:]) + "-results.json"
-        pathlib.Path(output_dir, name).write_text(json.dumps(result, indent=1))
+        gradebook.Gradebook(output_dir, assignment.name, assignment.points).add(result)
     return result
+
+
+def grade_all(subs, autograder, *, jobs=None, executor=None, timeout=600, cell_timeout=None, limits=None,
+              unsafe_no_sandbox=False, seeds=None):
+    """Grade a class: yield, in the order of ``subs`` (:class:`.submissions.Submission` items), one
+    result of :func:`grade` per submission, ``jobs`` sandboxes at a time (default: the cores), or
+    on ``executor`` (a ``concurrent.futures.Executor`` or a dask ``Client``, e.g. from
+    :func:`rcteach.tools.sweep.executor_from`: only :func:`run_sandboxed` runs there; the asks, the
+    reference answers and the verdicts are computed here, once each).  The results do not depend on
+    how many run at once.  ``seeds``: ``{student: seed}`` of the inputs to ask (e.g. the gradebook's,
+    to replay a grading); the others get fresh ones.  A submission that cannot be graded is a result
+    with ``graded`` False, 0 points and its reason in ``notes``.
+    """
+    assignment = load(autograder)
+    limits = _limits(timeout, limits)
+    cell_timeout = cell_timeout or min(60.0, limits.wall)
+    _require_sandbox(unsafe_no_sandbox)
+    seeds = seeds or {}
+    pool = executor or ThreadPoolExecutor(max_workers=jobs or _cores(), thread_name_prefix="rcteach-grade")
+    pending = []
+    try:
+        for sub in subs:
+            try:
+                if sub.problem is not None:
+                    raise submissions.SubmissionError(sub.problem)
+                data, notebook = submissions.read_notebook(sub.path)
+                asked = draw_asks(assignment, seeds.get(sub.student))
+            except (ValueError, RuntimeError, OSError) as e:
+                reason = str(e) if isinstance(e, submissions.SubmissionError) else f"{type(e).__name__}: {e}"
+                pending.append((sub, None, reason, None))
+                continue
+            pending.append((sub, asked, notebook, pool.submit(run_sandboxed, data, asked.asks, limits, cell_timeout,
+                                                              unsafe_no_sandbox)))
+        for sub, asked, notebook, future in pending:
+            if asked is None:
+                yield _not_graded(sub, assignment, notebook)
+                continue
+            try:
+                outcome = future.result()
+            except Exception as e:  # e.g. a cluster worker without a sandbox
+                yield _not_graded(sub, assignment, f"the sandboxed run failed: {type(e).__name__}: {e}")
+                continue
+            yield _judge(sub, assignment, asked, notebook, outcome)
+    finally:
+        if executor is None:
+            pool.shutdown(cancel_futures=True)
+
+
+def _result(sub, assignment, marks, **fields) -> dict:
+    return {"student": sub.student, "notebook": str(sub.path), "assignment": assignment.name,
+            "score": sum(m.score for m in marks), "possible": float(sum(assignment.points.values())),
+            "tests": [dataclasses.asdict(m) for m in marks], "graded": True, "notes": [], "limits_hit": [],
+            "error": None, "cell_errors": [], "output": "", "seconds": 0.0, "cpu_seconds_reported": None,
+            "seed": None, "asks_sha256": None, **fields}
+
+
+def _not_graded(sub, assignment, reason: str) -> dict:
+    marks = [verdict.Mark(q, 0.0, float(p), [f"not graded: {reason}"]) for q, p in assignment.points.items()]
+    return _result(sub, assignment, marks, graded=False, notes=[f"not graded: {reason}"], error=reason)
+
+
+def _judge(sub, assignment, asked: Asked, notebook: dict, out: sandbox.Outcome) -> dict:
+    """Mark one sandboxed run against the reference answers (here, outside the sandbox)."""
+    got = verdict.read_answers(out.answers, asked.asks)
+    cell_errors = verdict.read_cell_errors(out.answers)
+    cells = dict(harness.numbered_code_cells(notebook))
+
+    def why_missing(name):  # the first cell that mentions the name and raised
+        for e in cell_errors:
+            if re.search(rf"\b{re.escape(name)}\b", cells.get(e["cell"], "")):
+                return f"cell {e['cell']} raised {e['error']}" + (f" ({e['where']})" if e["where"] else "")
+        return None
+
+    marks = [verdict.mark(q, p, asked.asks[q], got.get(q), asked.want[q], why_missing) for q, p in assignment.points.items()]
+    notes = ["stopped: " + "; ".join(out.limits_hit)] if out.limits_hit else []
+    if (error := _failure(out)) is not None:
+        notes.append(f"run failed: {error}")
+    if (other := submissions.assignment_of(notebook)) not in (None, assignment.name):
+        notes.append(f"this notebook is assignment {other} (its metadata), not {assignment.name}: graded as {assignment.name}")
+    return _result(sub, assignment, marks, notes=notes, limits_hit=out.limits_hit, error=error, cell_errors=cell_errors,
+                   output=out.output, seconds=out.seconds, cpu_seconds_reported=verdict.read_cpu_seconds(out.answers),
+                   seed=asked.seed, asks_sha256=asked.digest)
 
 
 def _failure(out) -> str | None:
@@ -250,82 +415,4 @@ def _failure(out) -> str | None:
     return f"exit status {out.returncode}: {last[0][:300]}"
 
 
-def _main_assign(args) -> int:
-    if not masters(args.source):
-        raise UsageError(f"--source {args.source} holds no master notebooks <name>/<name>.ipynb")
-    try:
-        built = assign_all(args.output, source=args.source, run_tests=not args.no_run_tests)
-    except RuntimeError as e:  # otter missing, or a master whose solutions fail its tests
-        print(f"rcteach assign: {e}", file=sys.stderr)
-        return 1
-    for name, paths in built.items():
-        print(f"{name}: student notebook {paths['student']}, autograder {paths['autograder']}")
-    return 0
-
-
-def _submissions(paths) -> list[pathlib.Path]:
-    """The notebooks named, a folder standing for every ``.ipynb`` under it."""
-    found = []
-    for p in map(pathlib.Path, paths):
-        found += sorted(q for q in p.rglob("*.ipynb") if ".ipynb_checkpoints" not in q.parts) if p.is_dir() else [p]
-    return found
-
-
-def _main_grade(args) -> int:
-    """Grade each submission; one that cannot be graded is reported (why) and the exit status is 1."""
-    try:
-        sandbox = _sandbox()
-    except ImportError as err:  # Windows: the same for every submission
-        raise UsageError(str(err)) from err
-    rows, failed = [], 0
-    try:
-        for sub in _submissions(args.submissions):
-            try:
-                r = grade(sub, args.autograder, timeout=args.timeout, output_dir=args.output,
-                          unsafe_no_sandbox=args.unsafe_no_sandbox)
-            except sandbox.SandboxUnavailable as e:  # the same for every submission: install bwrap or pass the flag
-                raise UsageError(str(e)) from e
-            except (ValueError, RuntimeError, OSError) as e:
-                print(f"{sub}: could not be graded: {type(e).__name__}: {e}", file=sys.stderr)
-                failed += 1
-                continue
-            notes = "; ".join((["stopped: " + "; ".join(r["limits_hit"])] if r["limits_hit"] else [])
-                              + ([f"run failed: {r['error']}"] if r["error"] else []))
-            print(f"{sub}: {r['score']:g} / {r['possible']:g}" + (f"  ({notes})" if notes else ""))
-            rows.append({"notebook": str(sub), "score": r["score"], "possible": r["possible"],
-                         **{t["name"]: t["score"] for t in r["tests"]}, "limits_hit": notes})
-    finally:
-        if args.output is not None and rows:
-            pathlib.Path(args.output).mkdir(parents=True, exist_ok=True)
-            with open(pathlib.Path(args.output) / "scores.csv", "w", newline="") as f:
-                writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-                writer.writeheader()
-                writer.writerows(rows)
-    return 1 if failed else 0
-
-
-def _autograder_arg(text: str) -> str:
-    """``-a``: an autograder folder built by ``assign`` (argparse ``type=``)."""
-    try:
-        _autograder_dir(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-    return text
-
-
-def add_subcommands(sub) -> None:
-    """Register ``assign`` and ``grade`` on the rcteach CLI's subparsers."""
-    a = sub.add_parser("assign", help="build student notebooks and autograders from assignments/ (otter assign)")
-    a.add_argument("-o", "--output", type=output_dir, default="_build/assignments",
-                   help="build folder (default _build/assignments)")
-    a.add_argument("--source", type=existing_dir, default=str(ASSIGNMENTS_DIR), help="folder of <name>/<name>.ipynb masters")
-    a.add_argument("--no-run-tests", action="store_true", help="do not check the solutions against the tests")
-    a.set_defaults(func=_main_assign)
-    g = sub.add_parser("grade", help="grade submissions, each in a fresh sandbox; the verdict is computed outside it")
-    g.add_argument("submissions", type=existing_path, nargs="+", help="student notebooks (.ipynb), or folders of them")
-    g.add_argument("-a", "--autograder", type=_autograder_arg, required=True, help="the autograder folder built by `assign`")
-    g.add_argument("--timeout", type=positive_float, default=600, help="wall-clock (and CPU) limit per submission in seconds")
-    g.add_argument("-o", "--output", default=None, help="folder for scores.csv and each submission's results JSON")
-    g.add_argument("--unsafe-no-sandbox", action="store_true",
-                   help="grade even where no bwrap sandbox works: a submission can then read the answers and change files")
-    g.set_defaults(func=_main_grade)
+from .commands import add_subcommands  # noqa: E402  (the CLI glue uses the functions above)
