@@ -9,7 +9,8 @@ alarm the student's code could disarm: the hard limits are the sandbox's).  Otte
 ``grader.check("q")`` cell, and once more at the end, the asks of question ``q`` (see
 :mod:`.answers`) are answered and written as one JSON line ``{"question": q, "answers": [...]}``
 to ``ANSWERS_FD``, each answer ``{"ok": plain data}`` or ``{"error": "..."}``.  So a submission that
-hangs or dies later keeps the answers it gave before.
+hangs or dies later keeps the answers it gave before.  A cell stopped by the soft limit adds a line
+``{"note": "code cell N was stopped at the per-cell time limit of S s"}``.
 
 Nothing here is trusted: it runs after the student's code, in the same process.  The grader only
 reads the plain data it writes and compares it with answers computed outside.
@@ -33,7 +34,8 @@ OTTER = re.compile(r"""^\s*(#.*|import otter|from rcteach(\.\w+)* import Noteboo
 
 
 def code_cells(notebook: dict) -> list[str]:
-    """The sources of a notebook's code cells (nbformat 4 JSON)."""
+    """The sources of a notebook's code cells (nbformat 4 JSON; the grader hands the sandbox a
+    notebook it has already checked and reduced to its code cells, see :func:`.grading.grade`)."""
     cells = notebook.get("cells", []) if isinstance(notebook, dict) else []
     sources = (c.get("source", "") for c in cells if isinstance(c, dict) and c.get("cell_type") == "code")
     return ["".join(s) if isinstance(s, list) else str(s) for s in sources]
@@ -121,7 +123,10 @@ def main(argv) -> int:
             except Exception:
                 pass
 
+    stopped = []
+
     def on_alarm(signum, frame):
+        stopped.append(True)
         raise TimeoutError(f"stopped after the time limit of {seconds:g} s")
 
     from IPython.core.interactiveshell import InteractiveShell
@@ -131,17 +136,20 @@ def main(argv) -> int:
     config.HistoryManager.enabled = False
     shell = InteractiveShell.instance(config=config)
     namespace = shell.user_ns
-    for source in cells:
+    for number, source in enumerate(cells, 1):
         check = CHECK.match(source)
         if check and check.group(1) in asks:
             _write(fd, answer(check.group(1), asks[check.group(1)], namespace, seconds))
         elif not is_otter_cell(source):
+            stopped.clear()
             signal.signal(signal.SIGALRM, on_alarm)
             _alarm(seconds)
             try:
                 shell.run_cell(source, store_history=False)
             finally:
                 _alarm(0)
+            if stopped:
+                _write(fd, {"note": f"code cell {number} was stopped at the per-cell time limit of {seconds:g} s"})
     signal.signal(signal.SIGALRM, on_alarm)
     for question, question_asks in asks.items():
         _write(fd, answer(question, question_asks, namespace, seconds))
