@@ -7,14 +7,17 @@ optional extra ``pip install -e .[assign]`` (otter-grader) and, to grade, bubble
 * :func:`assign_all` runs ``otter assign`` on every master notebook and writes, per assignment,
   ``<build>/<name>/student/`` (the notebook handed out; students run the public tests with
   ``grader.check``) and ``<build>/<name>/autograder/`` (the solutions notebook, otter's zip, and
-  for this grader the answer key and the points: the folder is the AUTOGRADER of ``grade``).
+  for this grader the answer key and the points: the folder is the AUTOGRADER of ``grade``; and
+  ``<name>-gradescope.zip``, this grader as a Gradescope autograder, see :mod:`.gradescope`).
 * :func:`grade` runs a submission in a fresh sandbox (:mod:`.sandbox`, :mod:`.harness`) that sees
   no answer key, no solutions and no tests; the submission answers the key's asks (values, and its
   functions on inputs drawn for this run) as plain data, which this process marks (:mod:`.verdict`)
   against the solutions' answers to the same asks, computed here.
 
-Command line: ``python -m rcteach assign [-o _build/assignments]`` and
-``python -m rcteach grade NOTEBOOK_OR_FOLDER... -a AUTOGRADER_FOLDER [--timeout 600] [-o DIR]``.
+Command line: ``python -m rcteach assign [-o _build/assignments]``,
+``python -m rcteach grade NOTEBOOK_OR_FOLDER... -a AUTOGRADER_FOLDER [--timeout 600] [-o DIR] [--backend auto]``,
+``python -m rcteach gradescope -a AUTOGRADER_FOLDER -o ZIP`` and (inside Gradescope's container)
+``python -m rcteach gradescope-run /autograder``.
 """
 
 from __future__ import annotations
@@ -34,9 +37,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 
 from .._args import UsageError, existing_dir, existing_path, positive_float
-from . import answers, harness, sandbox, verdict
+from . import answers, gradescope, harness, intake, sandbox, verdict
 
 __all__ = ["ASSIGNMENTS_DIR", "masters", "assign", "assign_all", "grade", "question_points"]
 
@@ -81,7 +85,28 @@ def assign(master, build="_build/assignments", *, run_tests=True, timeout=600) -
     autograder = target / "autograder"
     shutil.copyfile(master.parent / KEY, autograder / KEY)
     (autograder / QUESTIONS).write_text(json.dumps({"name": master.stem, "points": question_points(master)}))
+    _add_rcteach_to_otter_zip(zips[0])
+    gradescope.autograder_zip(autograder, autograder / f"{master.stem}-gradescope.zip", timeout=timeout)
     return {"student": target / "student" / master.name, "autograder": autograder}
+
+
+def _add_rcteach_to_otter_zip(path: pathlib.Path) -> None:
+    """Make otter's Gradescope zip install what the notebooks import: torch (CPU build) and rcteach
+    (its source, added under ``files/``), pinned, in the pip list of its ``environment.yml``."""
+    import yaml
+
+    with zipfile.ZipFile(path) as zf:
+        entries = {info.filename: (info, zf.read(info)) for info in zf.infolist()}
+    env = yaml.safe_load(entries["environment.yml"][1])
+    pip = next(d for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)["pip"]
+    pip[:0] = [f"--extra-index-url {gradescope.TORCH_INDEX}", *gradescope.requirements().split()]
+    pip.append(f"/autograder/source/files/{gradescope.PROJECT}")
+    tmp = path.with_suffix(".tmp")
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, (info, data) in entries.items():
+            zf.writestr(info, yaml.safe_dump(env, sort_keys=False) if name == "environment.yml" else data)
+        gradescope.add_project(zf, f"files/{gradescope.PROJECT}")
+    tmp.replace(path)
 
 
 def assign_all(build="_build/assignments", *, source=ASSIGNMENTS_DIR, run_tests=True, timeout=600) -> dict:
@@ -175,54 +200,104 @@ def _reference(namespace, ask):
 
 
 def grade(submission, autograder, *, timeout=600, output_dir=None, cell_timeout=None, limits=None,
-          unsafe_no_sandbox=False) -> dict:
+          backend="auto", unsafe_no_sandbox=False) -> dict:
     """Grade one notebook: run it in a fresh sandbox (:mod:`.sandbox`), mark its answers outside.
 
+    The submission is read here first (:func:`.intake.code_cells`: a regular file, not a link to
+    the autograder's files, notebook format 4 or 3) and only its code cells go into the sandbox.
     The answer key draws this run's inputs (fresh seeds, sizes) with a secret random generator; the
     submission answers them inside the sandbox (:mod:`.harness`); the reference answers come from
     the solutions notebook executed in this process.  ``timeout``: wall-clock seconds for the whole
-    run (also its CPU-time limit); ``cell_timeout`` (default ``min(60, timeout)``): soft limit per
-    cell and per answer.  ``limits`` (a :class:`.sandbox.Limits`) overrides all limits.
-    Raises :class:`.sandbox.SandboxUnavailable` if no sandbox works here, unless
+    run (also its CPU-time limit); ``cell_timeout`` (default: ``timeout``): soft limit per cell and
+    per answer, so that one hanging cell does not cost the questions after it (a cell it stops is
+    named in ``notes``).  ``limits`` (a :class:`.sandbox.Limits`) overrides all limits.
+    ``backend``: ``"auto"``, ``"bwrap"`` or ``"container"`` (see :mod:`.sandbox`).  Raises
+    :class:`.sandbox.SandboxUnavailable` if that sandbox does not work here, unless
     ``unsafe_no_sandbox=True`` (the submission can then read and change the grader's files).
 
     Returns ``score``, ``possible``, ``tests`` (per question: ``name``, ``score``, ``max_score``,
-    ``feedback``), ``limits_hit`` (as seen from outside), ``output`` (the run's first output,
-    untrusted), ``seconds`` and ``error`` (None, or why the run failed: see :func:`_failure`).  ``output_dir`` also keeps this as JSON.
+    ``feedback``), ``limits_hit`` (as seen from outside), ``notes`` (the harness's, e.g. a cell
+    stopped at the per-cell limit), ``output`` (the run's first output, untrusted, control
+    characters escaped), ``seconds``, ``backend`` and ``error`` (None, or why the run failed: see
+    :func:`_failure`; a file that is not a runnable notebook scores 0 with the reason here).
+    ``output_dir`` also keeps this as JSON.
     """
     submission, folder = pathlib.Path(submission), _autograder_dir(autograder)
-    if not submission.is_file():
-        raise ValueError(f"submission {submission} does not exist")
     if not (isinstance(timeout, (int, float)) and timeout > 0):
         raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
-    if not unsafe_no_sandbox and (reason := sandbox.available()) is not None:
-        raise sandbox.SandboxUnavailable(f"{reason}. Refusing to grade without a sandbox: a submission could read "
-                                         "the reference answers and change the grader's files (--unsafe-no-sandbox "
-                                         "grades anyway)")
+    if cell_timeout is not None and not (isinstance(cell_timeout, (int, float)) and cell_timeout > 0):
+        raise ValueError(f"cell_timeout must be a number of seconds > 0, got {cell_timeout!r}")
+    protected = [folder, ASSIGNMENTS_DIR]
+    try:
+        cells, unreadable = intake.code_cells(submission, protected=protected), None
+    except intake.NotANotebook as e:
+        cells, unreadable = None, f"not a notebook that can be run: {e}"
+    kind = "unsafe"
+    if not unsafe_no_sandbox:
+        try:
+            kind = sandbox.resolve(backend)
+        except sandbox.SandboxUnavailable as e:
+            raise sandbox.SandboxUnavailable(f"{e}. Refusing to grade without a sandbox: a submission could read the "
+                                             "reference answers and change the grader's files (--unsafe-no-sandbox "
+                                             "grades anyway)") from None
+        if kind == "container":
+            _hidden_from_other_users(protected)
     limits = limits or sandbox.Limits(wall=float(timeout), cpu=math.ceil(timeout))
     points, make_asks, solutions = _load(folder.resolve())
     asks = make_asks(random.Random(secrets.randbits(64)), answers.ASK)
     if set(asks) != set(points) or not all(asks.values()):  # a question without asks would be free points
         raise ValueError(f"the answer key must ask about every question {sorted(points)} (it asks about "
                          f"{sorted(q for q, a in asks.items() if a)})")
-    want = {q: [_reference(solutions, a) for a in asks[q]] for q in asks}
-    with tempfile.TemporaryDirectory(prefix="rcteach-grade-") as tmp:
-        shutil.copyfile(submission, pathlib.Path(tmp, "submission.ipynb"))
-        pathlib.Path(tmp, "asks.json").write_text(json.dumps({"questions": asks, "preload": PRELOAD}))
-        argv = [sys.executable, "-c", _HARNESS, str(HARNESS_DIR), f"{tmp}/submission.ipynb", f"{tmp}/asks.json",
-                "{answers_fd}", str(cell_timeout or min(60.0, timeout))]
-        out = sandbox.run(argv, read_only=[tmp], packages=[PACKAGE_DIR], limits=limits,
-                          unsafe_no_sandbox=unsafe_no_sandbox)
-    got = verdict.read_answers(out.answers, asks)
-    marks = [verdict.mark(q, p, asks[q], got.get(q), want[q]) for q, p in points.items()]
+    if cells is None:
+        out = sandbox.Outcome(b"", "", None, [], 0.0, backend=kind)
+        marks = [verdict.Mark(q, 0.0, float(p), [f"no answer: the submission is {unreadable}"]) for q, p in points.items()]
+    else:
+        want = {q: [_reference(solutions, a) for a in asks[q]] for q in asks}
+        out = _run_cells(cells, asks, limits, cell_timeout or timeout, kind)
+        got = verdict.read_answers(out.answers, asks)
+        marks = [verdict.mark(q, p, asks[q], got.get(q), want[q]) for q, p in points.items()]
     result = {"score": sum(m.score for m in marks), "possible": float(sum(points.values())),
               "tests": [dataclasses.asdict(m) for m in marks], "limits_hit": out.limits_hit,
-              "output": out.output, "seconds": out.seconds, "error": _failure(out)}
+              "notes": verdict.read_notes(out.answers), "output": out.output, "seconds": out.seconds,
+              "backend": out.backend, "error": unreadable or _failure(out)}
     if output_dir is not None:
         pathlib.Path(output_dir).mkdir(parents=True, exist_ok=True)
         name = "__".join(submission.with_suffix("").parts[-2:]) + "-results.json"
         pathlib.Path(output_dir, name).write_text(json.dumps(result, indent=1))
     return result
+
+
+def _run_cells(cells, asks, limits, cell_seconds, kind) -> sandbox.Outcome:
+    """Run the code ``cells`` in a fresh sandbox of backend ``kind`` and collect its answers to ``asks``."""
+    with tempfile.TemporaryDirectory(prefix="rcteach-grade-") as tmp:
+        notebook = {"nbformat": 4, "nbformat_minor": 4, "metadata": {},
+                    "cells": [{"cell_type": "code", "metadata": {}, "source": c, "outputs": [], "execution_count": None}
+                              for c in cells]}
+        for name, content in (("submission.ipynb", notebook), ("asks.json", {"questions": asks, "preload": PRELOAD})):
+            pathlib.Path(tmp, name).write_text(json.dumps(content))
+            os.chmod(pathlib.Path(tmp, name), 0o644)
+        os.chmod(tmp, 0o711)  # the container backend's user reads these two files, and lists nothing
+        argv = [sys.executable, "-c", _HARNESS, str(HARNESS_DIR), f"{tmp}/submission.ipynb", f"{tmp}/asks.json",
+                "{answers_fd}", str(cell_seconds)]
+        return sandbox.run(argv, read_only=[tmp], packages=[PACKAGE_DIR], limits=limits,
+                           backend="auto" if kind == "unsafe" else kind, unsafe_no_sandbox=kind == "unsafe")
+
+
+def _hidden_from_other_users(folders) -> None:
+    """The container backend protects files by their modes only: refuse to grade while a file of a
+    folder holding solutions can be read by other users (readable, and every folder on its path
+    searchable by them)."""
+    for folder in map(pathlib.Path, folders):
+        if not folder.is_dir():
+            continue
+        path = folder.resolve()
+        if not all(p.stat().st_mode & 0o001 for p in (path, *path.parents)):
+            continue
+        readable = [p for p in path.rglob("*") if p.is_file() and p.stat().st_mode & 0o004]
+        if readable:
+            raise sandbox.SandboxUnavailable(
+                f"{path} holds solutions and other users can read {readable[0]}, so the container backend's sandbox "
+                f"user could: make it private first (chmod -R go-rwx {path})")
 
 
 def _failure(out) -> str | None:
@@ -262,7 +337,7 @@ def _main_grade(args) -> int:
         for sub in _submissions(args.submissions):
             try:
                 r = grade(sub, args.autograder, timeout=args.timeout, output_dir=args.output,
-                          unsafe_no_sandbox=args.unsafe_no_sandbox)
+                          cell_timeout=args.cell_timeout, backend=args.backend, unsafe_no_sandbox=args.unsafe_no_sandbox)
             except sandbox.SandboxUnavailable as e:  # the same for every submission: install bwrap or pass the flag
                 raise UsageError(str(e)) from e
             except (ValueError, RuntimeError, OSError) as e:
@@ -270,7 +345,7 @@ def _main_grade(args) -> int:
                 failed += 1
                 continue
             notes = "; ".join((["stopped: " + "; ".join(r["limits_hit"])] if r["limits_hit"] else [])
-                              + ([f"run failed: {r['error']}"] if r["error"] else []))
+                              + ([f"run failed: {r['error']}"] if r["error"] else []) + r.get("notes", []))
             print(f"{sub}: {r['score']:g} / {r['possible']:g}" + (f"  ({notes})" if notes else ""))
             rows.append({"notebook": str(sub), "score": r["score"], "possible": r["possible"],
                          **{t["name"]: t["score"] for t in r["tests"]}, "limits_hit": notes})
@@ -282,6 +357,17 @@ def _main_grade(args) -> int:
                 writer.writeheader()
                 writer.writerows(rows)
     return 1 if failed else 0
+
+
+def _main_gradescope(args) -> int:
+    print(gradescope.autograder_zip(args.autograder, args.output, timeout=args.timeout))
+    return 0
+
+
+def _main_gradescope_run(args) -> int:
+    """Always exit 0 with a results.json written: a failure is a result (see :func:`.gradescope.run_submission`)."""
+    gradescope.run_submission(args.root, timeout=args.timeout, backend=args.backend)
+    return 0
 
 
 def _autograder_arg(text: str) -> str:
@@ -304,7 +390,22 @@ def add_subcommands(sub) -> None:
     g.add_argument("submissions", type=existing_path, nargs="+", help="student notebooks (.ipynb), or folders of them")
     g.add_argument("-a", "--autograder", type=_autograder_arg, required=True, help="the autograder folder built by `assign`")
     g.add_argument("--timeout", type=positive_float, default=600, help="wall-clock (and CPU) limit per submission in seconds")
+    g.add_argument("--cell-timeout", type=positive_float, default=None,
+                   help="soft limit per cell and per answer in seconds (default: --timeout)")
+    g.add_argument("--backend", choices=sandbox.BACKENDS, default="auto",
+                   help="bwrap (user namespaces), container (root in a fresh container: runs the submission as an "
+                        "unprivileged user), or auto (bwrap where it works, else container as root)")
     g.add_argument("-o", "--output", default=None, help="folder for scores.csv and each submission's results JSON")
     g.add_argument("--unsafe-no-sandbox", action="store_true",
                    help="grade even where no bwrap sandbox works: a submission can then read the answers and change files")
     g.set_defaults(func=_main_grade)
+    z = sub.add_parser("gradescope", help="write a Gradescope autograder zip (setup.sh, run_autograder) for an assignment")
+    z.add_argument("-a", "--autograder", type=_autograder_arg, required=True, help="the autograder folder built by `assign`")
+    z.add_argument("-o", "--output", required=True, help="the zip to write")
+    z.add_argument("--timeout", type=positive_float, default=600, help="wall-clock (and CPU) limit per submission in seconds")
+    z.set_defaults(func=_main_gradescope)
+    r = sub.add_parser("gradescope-run", help="(inside Gradescope's container) grade ROOT/submission into ROOT/results")
+    r.add_argument("root", type=existing_dir, help="the autograder root (/autograder on Gradescope)")
+    r.add_argument("--timeout", type=positive_float, default=600, help="wall-clock (and CPU) limit in seconds")
+    r.add_argument("--backend", choices=sandbox.BACKENDS, default="auto", help="the sandbox backend (default auto)")
+    r.set_defaults(func=_main_gradescope_run)
