@@ -340,13 +340,13 @@ def _main_grade(args) -> int:
                           cell_timeout=args.cell_timeout, backend=args.backend, unsafe_no_sandbox=args.unsafe_no_sandbox)
             except sandbox.SandboxUnavailable as e:  # the same for every submission: install bwrap or pass the flag
                 raise UsageError(str(e)) from e
-            except (ValueError, RuntimeError, OSError) as e:
-                print(f"{sub}: could not be graded: {type(e).__name__}: {e}", file=sys.stderr)
+            except (ValueError, RuntimeError, OSError) as e:  # names and messages escaped: a file name is the student's
+                print(answers.printable(f"{sub}: could not be graded: {type(e).__name__}: {e}"), file=sys.stderr)
                 failed += 1
                 continue
             notes = "; ".join((["stopped: " + "; ".join(r["limits_hit"])] if r["limits_hit"] else [])
                               + ([f"run failed: {r['error']}"] if r["error"] else []) + r.get("notes", []))
-            print(f"{sub}: {r['score']:g} / {r['possible']:g}" + (f"  ({notes})" if notes else ""))
+            print(answers.printable(f"{sub}: {r['score']:g} / {r['possible']:g}" + (f"  ({notes})" if notes else "")))
             rows.append({"notebook": str(sub), "score": r["score"], "possible": r["possible"],
                          **{t["name"]: t["score"] for t in r["tests"]}, "limits_hit": notes})
     finally:

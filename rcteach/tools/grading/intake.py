@@ -84,7 +84,7 @@ def code_cells(path, *, protected=()) -> list[str]:
     if len(data) > MAX_BYTES:
         raise NotANotebook(f"more than the {MAX_BYTES >> 20} MiB a notebook may have")
     try:
-        notebook = json.loads(data)
+        notebook = json.loads(data.decode("utf-8-sig"))  # a byte-order mark, as some editors write, is fine
     except (ValueError, RecursionError):
         raise NotANotebook("the file is not JSON (a Jupyter notebook is a JSON document)") from None
     if not isinstance(notebook, dict):

@@ -10,7 +10,8 @@ hundred system calls).  Refused, each with an errno the C library and Python und
 * **other processes**: ``ptrace``, ``process_vm_readv/writev``, ``process_madvise``, ``kcmp``,
   ``pidfd_getfd``, ``move_pages``, ``migrate_pages``;
 * **memory no limit counts**: ``memfd_create``, ``memfd_secret``, System V shared memory,
-  semaphores and message queues, POSIX message queues;
+  semaphores and message queues, POSIX message queues and timers, kernel AIO contexts (``io_setup``:
+  pinned, and counted against a limit of the whole machine);
 * **kernel interfaces a computation does not need**: io_uring, ``bpf``, ``userfaultfd``,
   ``perf_event_open``, keyrings, mounts and the new mount API, ``chroot``, ``pivot_root``, modules,
   kexec, swap, ``reboot``, ``acct``, ``quotactl``, ``syslog``, ``vhangup``, ``iopl``/``ioperm``, file
@@ -37,7 +38,8 @@ REFUSED = {
     **dict.fromkeys(("unshare", "setns"), EPERM),
     **dict.fromkeys(("ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "kcmp", "pidfd_getfd",
                      "move_pages", "migrate_pages"), EPERM),
-    **dict.fromkeys(("memfd_create", "memfd_secret", "shmget", "shmat", "semget", "msgget", "mq_open"), ENOSYS),
+    **dict.fromkeys(("memfd_create", "memfd_secret", "shmget", "shmat", "semget", "msgget", "mq_open", "timer_create",
+                     "io_setup"), ENOSYS),
     **dict.fromkeys(("io_uring_setup", "io_uring_enter", "io_uring_register", "bpf", "userfaultfd", "perf_event_open",
                      "keyctl", "add_key", "request_key", "mount", "umount2", "open_tree", "move_mount", "fsopen",
                      "fsconfig", "fsmount", "fspick", "mount_setattr", "pivot_root", "chroot", "init_module",
@@ -51,7 +53,8 @@ REFUSED = {
 _X86_64 = dict(
     clone=56, fork=57, vfork=58, clone3=435, unshare=272, setns=308, ptrace=101, process_vm_readv=310,
     process_vm_writev=311, process_madvise=440, kcmp=312, pidfd_getfd=438, move_pages=279, migrate_pages=256,
-    memfd_create=319, memfd_secret=447, shmget=29, shmat=30, semget=64, msgget=68, mq_open=240, io_uring_setup=425,
+    memfd_create=319, memfd_secret=447, shmget=29, shmat=30, semget=64, msgget=68, mq_open=240, timer_create=222,
+    io_setup=206, io_uring_setup=425,
     io_uring_enter=426, io_uring_register=427, bpf=321, userfaultfd=323, perf_event_open=298, keyctl=250,
     add_key=248, request_key=249, mount=165, umount2=166, open_tree=428, move_mount=429, fsopen=430, fsconfig=431,
     fsmount=432, fspick=433, mount_setattr=442, pivot_root=155, chroot=161, init_module=175, finit_module=313,
@@ -62,7 +65,8 @@ _X86_64 = dict(
 _AARCH64 = dict(
     clone=220, clone3=435, unshare=97, setns=268, ptrace=117, process_vm_readv=270, process_vm_writev=271,
     process_madvise=440, kcmp=272, pidfd_getfd=438, move_pages=239, migrate_pages=238, memfd_create=279,
-    memfd_secret=447, shmget=194, shmat=196, semget=190, msgget=186, mq_open=180, io_uring_setup=425,
+    memfd_secret=447, shmget=194, shmat=196, semget=190, msgget=186, mq_open=180, timer_create=107, io_setup=0,
+    io_uring_setup=425,
     io_uring_enter=426, io_uring_register=427, bpf=280, userfaultfd=282, perf_event_open=241, keyctl=219,
     add_key=217, request_key=218, mount=40, umount2=39, open_tree=428, move_mount=429, fsopen=430, fsconfig=431,
     fsmount=432, fspick=433, mount_setattr=442, pivot_root=41, chroot=51, init_module=105, finit_module=273,
