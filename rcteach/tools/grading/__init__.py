@@ -63,10 +63,11 @@ def masters(source=ASSIGNMENTS_DIR) -> list[pathlib.Path]:
 def assign(master, build="_build/assignments", *, run_tests=True, timeout=600) -> dict:
     """Run ``otter assign`` on one master notebook into ``build/<name>/`` (``<name>``: its folder).
 
-    ``run_tests=True`` lets otter check that the master's solutions pass all its tests.  Returns
-    ``{"student": student notebook, "autograder": autograder folder}`` (with the master's
-    ``key.py`` and ``questions.json``, the points of each question).  Raises ``RuntimeError`` with
-    otter's output if the assignment fails to build.
+    ``run_tests=True`` lets otter check that the master's solutions pass all its tests; ``timeout``:
+    seconds ``otter assign`` may take.  Returns ``{"student": student notebook, "autograder":
+    autograder folder}`` (with the master's ``key.py``, ``questions.json`` (the points of each
+    question) and ``<name>-gradescope.zip``, see :mod:`.gradescope`; otter's own zip also installs
+    torch and rcteach).  Raises ``RuntimeError`` with otter's output if the assignment fails to build.
     """
     master = pathlib.Path(master)
     if not master.is_file() or not (master.parent / KEY).is_file():
@@ -86,7 +87,7 @@ def assign(master, build="_build/assignments", *, run_tests=True, timeout=600) -
     shutil.copyfile(master.parent / KEY, autograder / KEY)
     (autograder / QUESTIONS).write_text(json.dumps({"name": master.stem, "points": question_points(master)}))
     _add_rcteach_to_otter_zip(zips[0])
-    gradescope.autograder_zip(autograder, autograder / f"{master.stem}-gradescope.zip", timeout=timeout)
+    gradescope.autograder_zip(autograder, autograder / f"{master.stem}-gradescope.zip")  # 600 s per submission
     return {"student": target / "student" / master.name, "autograder": autograder}
 
 
