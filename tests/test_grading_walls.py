@@ -157,3 +157,26 @@ def test_intake_reads_formats_4_and_3_and_refuses_the_rest(tmp_path):
             intake.code_cells(tmp_path / link, protected=[tmp_path / "protected"])
     own = tmp_path / "protected" / "solutions.ipynb"  # the instructor grading the solutions where they are
     assert intake.code_cells(own, protected=[tmp_path / "protected"]) == ["a = 1\nb"]
+
+
+@pytest.mark.parametrize("delegated", [True, False])
+def test_cgroup_v2_files_on_a_fake_hierarchy(tmp_path, monkeypatch, delegated):
+    """The cgroup v2 protocol, on files standing for the hierarchy (this machine may have none): a
+    run cgroup beside the grader, its limits written; an undelegated cgroup is prepared by moving
+    the grader into a leaf and enabling the controllers for the children."""
+    own = tmp_path / "grader.service"
+    own.mkdir()
+    (tmp_path / "cgroup.controllers").write_text("cpu memory pids\n")
+    (own / "cgroup.controllers").write_text("memory pids\n")
+    (own / "cgroup.subtree_control").write_text("memory pids\n" if delegated else "\n")
+    monkeypatch.setattr(cgroup, "_own", lambda controller: "/grader.service" if controller == "" else None)
+    group = cgroup.create(memory=1 << 30, tasks=64, root=tmp_path)
+    assert group is not None and group.version == 2 and group.dirs[0].parent == own
+    assert (group.dirs[0] / "memory.max").read_text() == str(1 << 30) and (group.dirs[0] / "pids.max").read_text() == "64"
+    if not delegated:
+        assert (own / f"rcteach-grader-{os.getpid()}" / "cgroup.procs").read_text() == str(os.getpid())
+        assert (own / "cgroup.subtree_control").read_text() == "+memory +pids"
+    (group.dirs[0] / "cgroup.procs").write_text("")
+    assert group.pids() == set() and not group.oom_killed()
+    (group.dirs[0] / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
+    assert group.oom_killed()
