@@ -652,3 +652,15 @@ def test_gradescope_attacks_change_nothing_and_leave_nothing(gradescope):
     walls = gradescope["results"]["walls"]
     assert "exit status 152" in walls["output"] and "CPU time" not in walls["output"]
     assert not CONTROL.search(json.dumps(walls, ensure_ascii=False).replace("\\n", ""))
+
+
+def test_an_older_bwrap_gets_an_on_disk_tmp(working_sandbox, monkeypatch):
+    """bubblewrap 0.6 (Ubuntu 22.04) has neither --size nor --disable-userns: /tmp is then a
+    private on-disk folder that vanishes, and the filter alone refuses user namespaces."""
+    options = sandbox._bwrap_options(sandbox._bwrap()) - {"--size", "--disable-userns"}
+    monkeypatch.setattr(sandbox, "_bwrap_options", lambda bwrap: options)
+    code = ("import ctypes, os\nopen('/tmp/x', 'w').write('x')\nprint('tmp', os.listdir('/tmp'))\n"
+            f"print('unshare', ctypes.CDLL(None, use_errno=True).syscall({NR.get('unshare', -1)}, 0x10000000), ctypes.get_errno())\n"
+            "os.write({answers_fd}, b'ok')")
+    out = sandbox.run([sys.executable, "-c", code], limits=sandbox.Limits(wall=30))
+    assert out.answers == b"ok" and "tmp ['x']" in out.output and "unshare -1 1" in out.output, out.output

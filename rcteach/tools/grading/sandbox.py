@@ -109,8 +109,10 @@ class Outcome:
 
 _ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "passwd", "group", "nsswitch.conf", "alternatives",
         "fonts", "matplotlibrc")
-#: bwrap options the sandbox cannot do without (bubblewrap 0.5 and later).
-_NEEDED = ("--as-pid-1", "--block-fd", "--info-fd", "--add-seccomp-fd", "--disable-userns")
+#: bwrap options the sandbox cannot do without (bubblewrap 0.6 and later).  Used where present:
+#: --size (0.7; else /tmp is an on-disk folder) and --disable-userns (0.8; else only the seccomp
+#: filter keeps the sandbox from making user namespaces).
+_NEEDED = ("--as-pid-1", "--block-fd", "--info-fd", "--add-seccomp-fd")
 
 
 @functools.lru_cache(maxsize=None)
@@ -126,7 +128,7 @@ def _bwrap() -> str:
         raise SandboxUnavailable("bubblewrap (`bwrap`) is not installed (Debian/Ubuntu: apt-get install bubblewrap)")
     missing = [opt for opt in _NEEDED if opt not in _bwrap_options(bwrap)]
     if missing:
-        raise SandboxUnavailable(f"{bwrap} is too old: it lacks {', '.join(missing)} (bubblewrap 0.8 or later needed)")
+        raise SandboxUnavailable(f"{bwrap} is too old: it lacks {', '.join(missing)} (bubblewrap 0.6 or later needed)")
     return bwrap
 
 
@@ -138,10 +140,10 @@ def _environment(home: str, packages) -> dict:
 
 def _bwrap_argv(read_only, packages, limits: Limits, scratch, fds: dict) -> list[str]:
     bwrap = _bwrap()
-    tmp = (["--size", str(limits.scratch), "--tmpfs", "/tmp"] if "--size" in _bwrap_options(bwrap)
-           else ["--bind", scratch, "/tmp"])
-    argv = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
-            "--as-pid-1", "--clearenv", "--cap-drop", "ALL", "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev",
+    options = _bwrap_options(bwrap)
+    tmp = ["--size", str(limits.scratch), "--tmpfs", "/tmp"] if "--size" in options else ["--bind", scratch, "/tmp"]
+    argv = [bwrap, "--unshare-all", "--unshare-user", *(["--disable-userns"] if "--disable-userns" in options else []),
+            "--die-with-parent", "--new-session", "--as-pid-1", "--clearenv", "--cap-drop", "ALL", "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev",
             # bwrap covers these itself where it can; make sure (as root, kernel knobs are root-owned)
             *[a for p in ("sys", "sysrq-trigger", "irq", "bus", "fs") for a in ("--ro-bind-try", f"/proc/{p}", f"/proc/{p}")],
             *tmp, "--chdir", "/tmp"]
