@@ -551,7 +551,7 @@ def _tamper_and_linger(root: pathlib.Path) -> list[str]:
         "    except OSError:\n        pass\n"
         f"for path in {[str(p) for p in writes]!r}:\n    try:\n        open(path, 'w').write('PWNED')\n"
         "        leaked.append(f'WROTE {path}')\n    except OSError:\n        pass\n"
-        f"open({str(pathlib.Path('/tmp') / MARK)!r}, 'w').write('left behind')  # world-writable: allowed, swept after\n"
+        f"open({str(pathlib.Path('/tmp') / COMM)!r}, 'w').write('left behind')  # world-writable: allowed, swept after\n"
         "def predicted_radius(T, s2):\n    raise RuntimeError(' | '.join(leaked) or 'nothing leaked')\n"
         "def linger():\n    threading.main_thread().join()  # the harness has returned: all its answers are out\n"
         "    for fd in range(1024):\n        try:\n            os.close(fd)\n"
