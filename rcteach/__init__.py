@@ -15,7 +15,7 @@ import sys as _sys
 if _sys.argv[:1] == ["-m"] and not _sys.flags.safe_path and _sys.path[:1] == [_os.getcwd()]:
     del _sys.path[0]
 
-from . import _deprecation, plotting, theory
+from . import _deprecation, linalg, plotting, theory
 from .attention import attention_map, centre, qk_attention, random_attention, uniform_attention
 from .checks import check, run_check, run_checks
 from .depth import LayerGradients, Trajectory, propagate, weight_gradients
@@ -71,6 +71,7 @@ __all__ = [
     "is_strongly_connected",
     "layer",
     "leading_term",
+    "linalg",
     "make_mask",
     "mask_graph",
     "mu",

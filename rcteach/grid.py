@@ -48,6 +48,15 @@ stays finite.  Metrics per layer (all from the same state):
   authors' Gram stable rank of X X^T), ``relative_mu``: ||X - 1 xbar^T||_F / ||X||_F,
   ``log_norm``: log ||X||_F.
 
+**Exact collapse.**  Under A_perp + LN the tokens can become exactly equal: at T = 2 the output of
+A_perp has rank one, so after LayerNorm the two tokens are equal or opposite, equal with probability
+about 1/2 a layer; for A(X)_perp the distance to consensus shrinks doubly exponentially (in float32
+below the working precision within a few layers at T = 3, 4 and gamma = 1).  The next layer's A_perp X
+is then exactly 0 and LayerNorm of the zero matrix is 0/0 (the authors' ``nn.LayerNorm`` adds eps =
+1e-5 to the variance: it gives the zero matrix, whose stable ranks are 0/0 too).  Such a state is kept
+as it is, as the skip configurations keep it exactly (X + A_perp X W_V = X): the consensus is
+permanent, and its metrics stay stable ranks 1 and relative mu 0.
+
 Both stable ranks need only the top eigenpair of the Gram matrix, not its whole spectrum
 (:func:`rcteach.grid_kernels.top_and_rest`: the trace, and the deflated Frobenius norm for the rest).
 The samplers and the metrics live in :mod:`rcteach.grid_kernels`; this module holds the
@@ -145,7 +154,8 @@ def _run(names, T, d, depth, seeds, seed, authors_skip, dtype, device) -> dict:
     centred = per(lambda c: c.centred)
     one_plain = (~centred).to(dtype)
     log_a = per(lambda c: -0.5 * math.log(d) if c.skip == "upscaled" else 0.0, torch.float64)
-    ln = per(lambda c: c.layernorm).nonzero()[:, 0]
+    layernorm = per(lambda c: c.layernorm)
+    ln = layernorm.nonzero()[:, 0]
     identity = per(lambda c: c.attention == "identity").nonzero()[:, 0]
     skip = cfgs[0].skip is not None
     doubled = per(lambda c: authors_skip and c.skip == "plain", torch.float64) * math.log(2.0)
@@ -158,6 +168,9 @@ def _run(names, T, d, depth, seeds, seed, authors_skip, dtype, device) -> dict:
     out = []
     for _ in range(depth):
         p = Z.shape[-1]  # 1 + k: the e column and k directions of e^perp
+        # tokens exactly equal (centred rows zero) meet A_perp: A_perp X = 0, and LayerNorm would be 0/0 (module doc)
+        held = (centred & layernorm & (Z[:, 1:] == 0).all(-1).all(-1)).nonzero()[:, 0]
+        Z_held = Z[held]
         if qk:  # logits (X W_Q)(X W_K)^T / sqrt(d) = kappa (H G)(C L)^T / d^1.5 up to row constants
             G = _draws(gens, seeds, (p, p), dtype, device)
             L = bartlett(p, d, gens=gens, seeds=seeds, dtype=dtype, device=device)
@@ -189,6 +202,8 @@ def _run(names, T, d, depth, seeds, seed, authors_skip, dtype, device) -> dict:
             log_norm = log_norm + log_term
         if len(ln):
             Y[ln] = _layernorm(Y[ln], O, T)
+        if len(held):  # the consensus state is kept (its width padded with zero columns, the new ones)
+            Y[held] = torch.nn.functional.pad(Z_held, (0, Y.shape[-1] - p))
         norm = Y.norm(dim=(-2, -1))
         Z = Y / norm[:, None, None]
         log_norm = log_norm + norm.log().to(torch.float64)

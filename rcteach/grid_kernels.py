@@ -14,7 +14,7 @@ import math
 
 import torch
 
-from . import _validate
+from . import _validate, linalg
 from .device import resolve
 
 __all__ = ["bartlett", "centred_softmax", "top_and_rest"]
@@ -196,8 +196,8 @@ def top_and_rest(S) -> tuple[torch.Tensor, torch.Tensor]:
     then bisection and inverse iteration), about 60 % of the cost of all eigenvalues, and the rest as
     ||S - lam_1 v v^T||_F^2 (the deflated matrix carries the small eigenvalues to their own rounding:
     a nearly rank-one S gives O(eps^2), not the O(eps) noise of ||S||_F^2 - lam_1^2).  Otherwise (one
-    batched call beats a loop of small ones) all eigenvalues from ``eigvalsh``.  Where float32 fails
-    to converge (a nearly rank-one S), ``eigvalsh`` in float64.
+    batched call beats a loop of small ones) all eigenvalues from :func:`rcteach.linalg.eigvalsh` (which
+    survives a failing driver); where ``syevr`` fails, all eigenvalues in float64.
     """
     n, m = S.shape[:2]
     lam = torch.full((n,), math.nan, dtype=torch.float64)
@@ -213,17 +213,18 @@ def top_and_rest(S) -> tuple[torch.Tensor, torch.Tensor]:
                 lam[i], vec[i] = float(w[0]), torch.from_numpy(z[:, 0])
         deflated = S - lam.to(S.dtype)[:, None, None] * vec[:, :, None] * vec[:, None, :]
         rest = deflated.square().sum((-2, -1), dtype=torch.float64)
+        bad = ~(torch.isfinite(lam) & torch.isfinite(rest))
+        if bad.any():
+            lam[bad], rest[bad] = _top_and_rest_all(S[bad].to(torch.float64))
     else:
-        try:
-            w = torch.linalg.eigvalsh(S).to(torch.float64).clamp_min(0).cpu()
-            lam, rest = w[:, -1], w[:, :-1].square().sum(-1)
-        except torch.linalg.LinAlgError:
-            pass
-    bad = ~(torch.isfinite(lam) & torch.isfinite(rest))
-    if bad.any():
-        w = torch.linalg.eigvalsh(S[bad.to(S.device)].to(torch.float64)).clamp_min(0).cpu()
-        lam[bad], rest[bad] = w[:, -1], w[:, :-1].square().sum(-1)
+        lam, rest = _top_and_rest_all(S)
     return lam.to(S.device), rest.to(S.device)
+
+
+def _top_and_rest_all(S) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`top_and_rest` from all the eigenvalues of S (n, m, m), float64 on the CPU."""
+    w = linalg.eigvalsh_unchecked(S).to(torch.float64).clamp_min(0).cpu()
+    return w[:, -1], w[:, :-1].square().sum(-1)
 
 
 def _metrics(Z, log_norm) -> dict:

@@ -32,7 +32,7 @@ from .logits import _qk_logits, qk_weights
 from .masks import check_batch_mask, check_mask
 from .norms import NORMS, normalise_unchecked
 from .theory import LN2
-from .tokens import orthonormal_tokens
+from .tokens import orthogonal_matrix
 
 __all__ = ["VALUES", "LayerConfig", "LayerWeights", "check_weight", "draw_weights", "draw_keep", "layer"]
 
@@ -150,7 +150,7 @@ def draw_weights(config: LayerConfig, X, generator, *, given: LayerWeights = Lay
     if W_V is None and config.values == "gaussian":
         W_V = math.sqrt(config.value_var) * torch.randn(*b, d, d, **kw)
     elif W_V is None and config.values == "orthogonal":
-        W_V = orthonormal_tokens(d, d, batch=b, **kw)
+        W_V = orthogonal_matrix(d, batch=b, **kw)
     return LayerWeights(logits, W_Q, W_K, W_V, given.keep)
 
 

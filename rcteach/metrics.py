@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from . import _validate
+from . import _validate, linalg
 
 __all__ = ["squared_singular_values", "stable_rank_from_squared", "unit_scaled", "frobenius_norm", "stable_rank", "mu", "mu_unchecked", "spectrum", "SpectralGap", "spectral_gap", "spectrum_distance", "decay_rate"]
 
@@ -23,15 +23,13 @@ __all__ = ["squared_singular_values", "stable_rank_from_squared", "unit_scaled",
 def squared_singular_values(X) -> torch.Tensor:
     """Squared singular values of X (*batch, m, n), descending, shape (*batch, min(m, n)).
 
-    Read off the eigenvalues of the smaller Gram matrix (X X^T or X^T X) with ``eigvalsh``: on the
-    CPU much cheaper than a batched SVD, and accurate to float precision relative to s_1^2, which
-    is all a stable rank needs.  No validation (callers validate); the graph is kept.
+    Read off the eigenvalues of the smaller Gram matrix (X X^T or X^T X) with ``eigvalsh``
+    (:func:`rcteach.linalg.eigvalsh`, which survives a failing LAPACK driver): on the CPU much cheaper
+    than a batched SVD, and accurate to float precision relative to s_1^2, which is all a stable rank
+    needs.  No validation (callers validate); the graph is kept.
     """
     gram = X @ X.mT if X.shape[-2] <= X.shape[-1] else X.mT @ X  # (*batch, min(m, n), min(m, n))
-    try:
-        return torch.linalg.eigvalsh(gram).clamp_min(0).flip(-1)
-    except torch.linalg.LinAlgError:  # no convergence (rare; float32 near underflow): the sturdier SVD
-        return torch.linalg.svdvals(X).square()
+    return linalg.eigvalsh_unchecked(gram).clamp_min(0).flip(-1)
 
 
 def stable_rank_from_squared(sq, *, gram=False) -> torch.Tensor:
@@ -99,12 +97,15 @@ def mu_unchecked(X) -> torch.Tensor:
 
 
 def spectrum(A) -> torch.Tensor:
-    """Eigenvalues of square A (*batch, T, T), complex, sorted by decreasing modulus."""
+    """Eigenvalues of square A (*batch, T, T), complex, sorted by decreasing modulus (ties keep LAPACK's order).
+
+    From :func:`rcteach.linalg.eigvals`, which survives a failing LAPACK driver (exactly degenerate
+    input such as the uniform attention 11^T/T makes MKL's ``geev`` fail on some CPUs)."""
     return _spectrum(_validate.matrix("A", A, square=True))
 
 
 def _spectrum(A):
-    ev = torch.linalg.eigvals(A)  # (*batch, T)
+    ev = linalg.eigvals_unchecked(A)  # (*batch, T)
     order = ev.abs().argsort(dim=-1, descending=True, stable=True)
     return ev.gather(-1, order)
 

@@ -13,7 +13,7 @@ from . import _validate
 from .device import make_generator, resolve
 from .norms import normalise_unchecked
 
-__all__ = ["orthonormal_tokens", "gaussian_tokens", "near_consensus"]
+__all__ = ["orthonormal_tokens", "orthogonal_matrix", "gaussian_tokens", "near_consensus"]
 
 
 def orthonormal_tokens(T, d, *, batch=(), seed=None, generator=None, device=None, dtype=None) -> torch.Tensor:
@@ -38,6 +38,21 @@ def orthonormal_tokens(T, d, *, batch=(), seed=None, generator=None, device=None
     d = _validate.integer("d", d, minimum=1)
     if T > d:
         raise ValueError(f"T must be <= d for orthonormal tokens (gamma = T/d <= 1), got T={T}, d={d}")
+    return _haar_rows(T, d, batch, seed, generator, device, dtype)
+
+
+def orthogonal_matrix(d, *, batch=(), seed=None, generator=None, device=None, dtype=None) -> torch.Tensor:
+    """A Haar-random orthogonal matrix W (*batch, d, d), d >= 1 (W W^T = I; d = 1: W = +-1).
+
+    The same draws as ``orthonormal_tokens(d, d, ...)`` (the rows of a Haar orthogonal matrix); the
+    orthogonal values W_V of a layer (``values="orthogonal"``).
+    """
+    d = _validate.integer("d", d, minimum=1)
+    return _haar_rows(d, d, batch, seed, generator, device, dtype)
+
+
+def _haar_rows(T, d, batch, seed, generator, device, dtype) -> torch.Tensor:
+    """The first T rows (*batch, T, d) of a Haar orthogonal d x d matrix (module doc of orthonormal_tokens), 1 <= T <= d."""
     batch = _validate.batch_shape(batch)
     device, dtype = resolve(device, dtype)
     gen = make_generator(seed, generator, device)

@@ -44,7 +44,9 @@ class TrainingRun:
     loss: torch.Tensor  # cross-entropy on a fixed evaluation batch (log V = chance)
     grad_norm: torch.Tensor  # ||gradient||_F over all weights, on the training batch (NaN at the last entry)
     grad_norm_qk: torch.Tensor  # the part of it from W_Q and W_K
-    stable_rank: torch.Tensor  # Frobenius stable rank of X_depth on the evaluation batch, mean over the batch
+    stable_rank: torch.Tensor  # Frobenius stable rank of X_depth on the evaluation batch, mean over its sequences
+    # whose X_depth is nonzero (A_perp can give exactly 0: on equal tokens, or where softmax - 1/T rounds to 0
+    # near consensus, as with a small vocabulary; a zero matrix has no stable rank; NaN if every one is zero)
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,8 @@ def train_copy(init="A", *, T=16, d=32, vocab=16, depth=4, steps=150, lr=3e-3, b
         with torch.no_grad():
             X, logits = _forward(E[eval_ids], E, layers, **kw)
             records["loss"].append(loss_f(logits.reshape(-1, vocab), eval_ids.reshape(-1)).item())
-            records["stable_rank"].append(stable_rank(X).mean().item())
+            ranked = X[X.abs().amax((-2, -1)) > 0]  # the sequences with a stable rank (TrainingRun)
+            records["stable_rank"].append(stable_rank(ranked).mean().item() if len(ranked) else math.nan)
         if step == steps:
             records["grad_norm"].append(math.nan)
             records["grad_norm_qk"].append(math.nan)

@@ -100,10 +100,15 @@ def width_stable_ranks(T, gamma, s2=LN2, *, seeds=1, centred=False, gram=False, 
         W_V = torch.randn(seeds, d, d, generator=gen, device=device, dtype=dtype)
         A = qk_attention(X0, W_Q, W_K, centred=centred)  # (seeds, T, T)
         Y = X0 @ W_V  # (seeds, T, d)
-    out = A @ Y  # (seeds, T, d)
+    return _output_stable_rank(A @ Y, gram)
+
+
+def _output_stable_rank(out, gram=False) -> torch.Tensor:
+    """Stable rank of layer outputs ``out`` (seeds, T, d); ValueError where one is zero (A_perp = 0 at s2 = 0)."""
     sq = squared_singular_values(out)  # (seeds, min(T, d)), descending
     if not (sq[..., 0] > 0).all():
-        raise ValueError("the layer output is zero; its stable rank is undefined")
+        raise ValueError("the layer output is zero (at s2 = 0 attention is uniform and A_perp = 0); "
+                         "its stable rank is undefined")
     return stable_rank_from_squared(sq, gram=gram)
 
 
@@ -126,4 +131,4 @@ def noniso_width_ranks(T, d, s2=LN2, *, seeds=1, seed=0, device=None) -> torch.T
     A = random_attention(T, s2, batch=seeds, centred=True, generator=g, device=device, dtype=f64)
     X = normalise_unchecked(gaussian_tokens(T, d, batch=seeds, generator=g, device=device, dtype=f64), "rms")
     W_V = torch.randn(seeds, d, d, generator=g, device=device, dtype=f64)
-    return stable_rank_from_squared(squared_singular_values(A @ X @ W_V)).cpu()
+    return _output_stable_rank(A @ X @ W_V).cpu()

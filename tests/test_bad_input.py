@@ -28,14 +28,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import rcteach as rc
-from rcteach import equilibria, explorers, free_probability, grid, matfree, norms, plotting, theory, training, width, wu_table
+from rcteach import equilibria, explorers, free_probability, grid, linalg, matfree, norms, plotting, theory, training, width, wu_table
 from rcteach._validate import LOG_FLOAT_MAX
 from rcteach.device import DEVICE_ENV
 from rcteach.layers import LayerConfig, LayerWeights
 from rcteach.attention import noniso_attention
 from rcteach.logits import leading_term, qk_logits, random_qk_logits, random_logits
 from rcteach.sphere import sphere_flow, tail_rate
-from rcteach.tokens import near_consensus
+from rcteach.tokens import near_consensus, orthogonal_matrix
 from rcteach.width import noniso_width_ranks
 
 matplotlib.use("Agg")
@@ -221,6 +221,8 @@ CASES = [
     Case("orthonormal_tokens", rc.orthonormal_tokens, lambda: dict(T=3, d=4),
          dict(T=st.one_of(bad_int(minimum=2), st.just(5)), d=st.one_of(bad_int(minimum=1), st.just(2)),
               batch=BAD_BATCH, **RANDOM, generator=BAD_GENERATOR)),
+    Case("orthogonal_matrix", orthogonal_matrix, lambda: dict(d=3),
+         dict(d=bad_int(minimum=1), batch=BAD_BATCH, **RANDOM, generator=BAD_GENERATOR)),
     Case("gaussian_tokens", rc.gaussian_tokens, lambda: dict(T=3, d=4),
          dict(T=bad_int(minimum=2), d=bad_int(minimum=1), std=bad_real(minimum=0.0),
               rho=bad_real(minimum=0.0, maximum=1.0), batch=BAD_BATCH, **RANDOM)),
@@ -354,6 +356,10 @@ CASES = [
     Case("polish", equilibria.polish, lambda: dict(X=unit_X(), W_V=torch.eye(D, dtype=F64), steps=1),
          dict(X=bad_matrix(T, D), steps=bad_int(minimum=0), W_V=bad_matrix(D, D))),
     Case("spectral_radius", equilibria.spectral_radius, lambda: dict(M=A_()), dict(M=bad_matrix(T, T))),
+    Case("linalg.eigvals", linalg.eigvals, lambda: dict(A=A_(2)), dict(A=bad_matrix(T, T, extra=[torch.ones(T, 2, dtype=F64)]))),
+    Case("linalg.eigvalsh", linalg.eigvalsh, lambda: dict(H=A_() + A_().mT),
+         dict(H=bad_matrix(T, T, extra=[torch.ones(T, 2, dtype=F64)]))),
+    Case("linalg.svdvals", linalg.svdvals, lambda: dict(X=X_()), dict(X=bad_matrix(T, D))),
     Case("unique_equilibria", equilibria.unique_equilibria, lambda: dict(states=torch.zeros(2, T, D, dtype=F64)),
          dict(states=bad_matrix(T, D), atol=bad_real(minimum=0.0))),
     Case("two_token_example", equilibria.two_token_example, lambda: dict(),
@@ -639,8 +645,9 @@ def test_deep_float32_stacks_never_crash(depth, s2, attention, norm, value_var, 
         assert finite  # unit tokens cannot overflow
 
 
-def test_singular_values_fall_back_to_the_svd(monkeypatch):
-    """An eigensolver that does not converge (float32 near underflow) gives way to the SVD, not a crash."""
+def test_singular_values_survive_a_failing_eigensolver(monkeypatch):
+    """An eigensolver that does not converge (float32 near underflow) gives way to rcteach.linalg's fallback
+    (scipy's LAPACK), not a crash."""
     from rcteach.metrics import squared_singular_values
 
     X = torch.randn(3, 4, 6, generator=torch.Generator().manual_seed(0), dtype=F64)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .. import _validate, theory
+from .. import _validate, linalg, theory
 from ..attention import ACTIVATIONS, LN2, attention_map, random_attention
 from ..logits import random_qk_logits
 from ..metrics import spectrum
@@ -88,7 +88,7 @@ def spectrum_data(T=256, s2=LN2, *, activation="softmax", bias=0.0, centred=Fals
     return SpectrumData(
         params=dict(T=T, s2=s2, activation=activation, bias=bias, centred=centred, attention=attention, d_qk=d_qk, seed=seed),
         eigenvalues=to_numpy(spectrum(A)),
-        singular_values=to_numpy(torch.linalg.svdvals(A)),
+        singular_values=to_numpy(linalg.svdvals(A)),
         predicted_radius=radius,
         predicted_outlier=0.0 if centred else theory.outlier(activation, s2, bias),
         predicted_edge=2.0 * radius,

@@ -25,7 +25,8 @@ class WidthData:
     ``params["gram"]``); ``predicted`` (n,) the limit for A: 1 + c (Frobenius,
     :func:`rcteach.theory.width_stable_rank`) or 1 (Gram: the spike's s_1^4 dominates);
     ``predicted_centred`` (n,) slope * T (:func:`rcteach.theory.centred_width_slope`, or
-    ``centred_width_slope_gram``).
+    ``centred_width_slope_gram``).  At s2 = 0 attention is uniform and A_perp = 0 exactly, so A_perp X0 W_V
+    has no stable rank: ``stable_rank_centred`` is NaN there (the figure says so).
     """
 
     params: dict
@@ -74,7 +75,7 @@ def width_data(T_range=(16, 128), gamma=0.5, s2=LN2, *, gram=False, points=6, se
         T = int(T)
         sr.append(to_numpy(width_stable_ranks(T, gamma, s2, seeds=seeds, gram=gram, seed=seed + k, device=device)))
         sr_c.append(to_numpy(width_stable_ranks(T, gamma, s2, seeds=seeds, gram=gram, centred=True, seed=seed + k,
-                                              device=device)))
+                                              device=device)) if s2 > 0 else np.full(seeds, np.nan))
     limit = 1.0 if gram else theory.width_stable_rank(s2)
     slope = theory.centred_width_slope_gram(gamma) if gram else theory.centred_width_slope(gamma)
     return WidthData(
@@ -97,6 +98,10 @@ def width_figure(data: WidthData):
         (ax_c, data.stable_rank_centred, data.predicted_centred, "A⊥X₀W_V", "predicted slope × T"),
     ):
         axes(f"{name}: γ={p['gamma']:.3g}, s²={p['s2']:.3g}", "T (tokens)", which, ax=ax)
+        if np.isnan(sr).all():  # A_perp = 0 at s2 = 0
+            ax.text(0.5, 0.5, "s² = 0: uniform attention, A⊥ = 0,\nno stable rank", ha="center", va="center",
+                    transform=ax.transAxes)
+            continue
         ax.plot(np.repeat(data.T, sr.shape[1]), sr.ravel(), ".", alpha=0.4, label=f"{p['seeds']} draws per T")
         ax.plot(data.T, sr.mean(1), "o-", label="mean")
         ax.plot(data.T, pred, "k--", label=lab)

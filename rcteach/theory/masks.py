@@ -46,10 +46,25 @@ def sliding_consensus_rate(T, window) -> float:
     has step variance w (w + 1) / 3 and the gap is that of diffusion on [0, T]:
     (step variance / 2) (pi / T)^2.  In units of the mask's diameter r = ceil((T - 1)/w) the gap
     is ~ pi^2 (w + 1) / (6 w r^2): it shrinks like 1 / r^2.
+
+    Exact for w >= T - 1: the mask is complete, A = 11^T/T and lambda_2 = 0.  For T/4 < w < T - 1
+    the O(w/T) correction is not small (the leading order is 13-26 % off in the gap there): a
+    ``UserWarning`` says so, and where the leading order falls below 0 (w > ~0.55 T), no longer a
+    modulus, a ValueError points to the exact :func:`rcteach.consensus_rate`.
     """
     T = _validate.integer("T", T, minimum=2)
     window = _validate.integer("window", window, minimum=1)
-    return 1.0 - math.pi**2 * window * (window + 1) / (6.0 * T**2)
+    if window >= T - 1:
+        return 0.0
+    rate = 1.0 - math.pi**2 * window * (window + 1) / (6.0 * T**2)
+    exact = f"rcteach.consensus_rate(rcteach.make_mask('sliding', {T}, window={window}))"
+    if rate < 0:
+        raise ValueError(f"sliding_consensus_rate(T={T}, window={window}): the leading order in w/T is negative "
+                         f"here (w is not << T); the exact rate is {exact}")
+    if 4 * window > T:
+        _validate.regime(f"sliding_consensus_rate(T={T}, window={window}): w/T = {window / T:.2f} is not small, so the "
+                         f"leading order is off by O(w/T) in the gap; the exact rate is {exact}")
+    return rate
 
 
 @_validate.finite_result
