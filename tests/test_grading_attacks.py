@@ -22,6 +22,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 
@@ -329,6 +330,30 @@ def test_a_submission_cannot_outlive_its_grading(graded):
     assert "lingering" in r["output"]
     assert r["limits_hit"] == [f"wall-clock limit ({WALL} s)"] and r["seconds"] < WALL + 10
     assert _left_running() == []
+
+
+def test_a_submission_dies_with_a_killed_grader(graded, built, tmp_path):
+    """The grader itself killed (SIGKILL) while a submission that cleared its parent-death signal
+    runs: walls.py, the sandbox's supervisor outside it, ends the submission."""
+    notebook = _notebook(_attacks(built["autograder"], tmp_path)["outlive the grading"][0], tmp_path / "linger.ipynb")
+    grader = subprocess.Popen([sys.executable, "-c", "import sys\nfrom rcteach.tools import grading\n"
+                               "grading.grade(sys.argv[1], sys.argv[2], timeout=120)", str(notebook), str(built["autograder"])],
+                              env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        deadline = time.monotonic() + 100
+        while not _left_running() and time.monotonic() < deadline and grader.poll() is None:
+            time.sleep(0.2)
+        assert _left_running(), "the submission never started"
+    finally:
+        grader.kill()
+        grader.wait()
+    deadline = time.monotonic() + 10
+    while _left_running() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = _left_running()
+    for entry in left:  # do not leave it running if the test fails
+        os.kill(int(entry.split()[0]), 9)
+    assert left == []
 
 
 def test_answers_that_break_a_comparison_are_mismatches(graded):

@@ -26,8 +26,11 @@ rlimits (:class:`Limits`) set by this process on the sandbox's first process bef
 message queues; an OOM score of 1000 (the kernel's first choice under memory pressure); and, where
 the host lets this process make one, a cgroup (:mod:`.cgroup`) bounding memory (files it writes to
 memory-backed folders included) and tasks.  The sandbox's first process is held (bwrap
-``--block-fd``, or :mod:`.walls`) until all of this is in place.  At the end its first process is
-killed through a pidfd (never a reused process id), then the cgroup's processes.
+``--block-fd``, or :mod:`.walls`) until all of this is in place.  Every run starts under
+:mod:`.walls`, a supervisor outside the sandbox (a child subreaper) that ends everything below it
+when the command ends or when the grader dies.  At the end the sandbox's first process is killed
+through a pidfd (never a reused process id), then the cgroup's processes, then what is left below
+the supervisor.
 
 Which limit stopped a run is read from outside: the wall clock here, the CPU time from the
 ``wait4`` resource usage, the memory limit from the cgroup's OOM count, never from the exit status
@@ -246,24 +249,25 @@ def _read_info(fd: int, deadline: float) -> int | None:
         return None
 
 
-def _pidfd(pid: int | None, parent: int | None) -> int | None:
-    """A pidfd of ``pid``, checked (after opening it) to be a child of ``parent`` when given."""
+def _pidfd(pid: int | None, ancestor: int) -> int | None:
+    """A pidfd of ``pid``, checked (after opening it, so that it is that process) to descend from
+    ``ancestor`` within two generations (walls.py, then bwrap's outer process)."""
     if pid is None:
         return None
     try:
         fd = os.pidfd_open(pid)
     except OSError:
         return None
-    if parent is not None:
+    up = pid
+    for _ in range(2):
         try:
-            status = pathlib.Path(f"/proc/{pid}/status").read_text()
-            ok = f"\nPPid:\t{parent}\n" in status
-        except OSError:
-            ok = False
-        if not ok:
-            os.close(fd)
-            return None
-    return fd
+            up = int(pathlib.Path(f"/proc/{up}/status").read_text().split("\nPPid:\t", 1)[1].split("\n", 1)[0])
+        except (OSError, IndexError, ValueError):
+            break
+        if up == ancestor:
+            return fd
+    os.close(fd)
+    return None
 
 
 def run(argv, *, read_only=(), packages=(), limits: Limits = Limits(), backend: str = "auto",
@@ -291,9 +295,7 @@ def _run(argv, read_only, packages, limits: Limits, kind: str) -> Outcome:
 
 def _confined_run(argv, read_only, packages, limits: Limits, kind: str) -> Outcome:
     start = time.monotonic()
-    pipes = {"answers": os.pipe(), "release": os.pipe()}
-    if kind == "bwrap":
-        pipes["info"] = os.pipe()
+    pipes = {name: os.pipe() for name in ("answers", "release", "info")}
     if kind != "unsafe":
         pipes["seccomp"] = os.pipe()
         os.write(pipes["seccomp"][1], seccomp.program(network=kind == "bwrap"))
@@ -308,24 +310,25 @@ def _confined_run(argv, read_only, packages, limits: Limits, kind: str) -> Outco
     answers, output, hit = b"", "", []
     try:
         argv = [a.replace("{answers_fd}", str(theirs["answers"])) for a in argv]
-        if kind == "bwrap":
-            full, env, cwd = _bwrap_argv(read_only, packages, limits, scratch, theirs) + argv, {}, None
+        if kind == "bwrap":  # bwrap holds, filters and reports the sandbox itself
+            walls, env, cwd = ["-1"] * 5, {}, None
+            argv = _bwrap_argv(read_only, packages, limits, scratch, theirs) + argv
         else:
             if uid >= 0:
                 os.chown(scratch, uid, gid)
-            full = [sys.executable, "-I", "-S", str(WALLS), str(theirs["release"]), str(theirs.get("seccomp", -1)),
-                    str(uid), str(gid), "--", *argv]
+            walls = [str(theirs["info"]), str(theirs["release"]), str(theirs.get("seccomp", -1)), str(uid), str(gid)]
             env, cwd = _environment(scratch, packages), scratch
         try:
-            proc = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            proc = subprocess.Popen([sys.executable, "-I", "-S", str(WALLS), *walls, "--", *argv],
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     pass_fds=tuple(theirs.values()), env=env, cwd=cwd, start_new_session=True)
         finally:
             for fd in theirs.values():
                 os.close(fd)
-        pid = _read_info(mine["info"], start + min(limits.wall, 60)) if kind == "bwrap" else proc.pid
-        pidfd = _pidfd(pid, parent=proc.pid if kind == "bwrap" else None)
-        if pidfd is None:  # it stopped before it could be confined (bwrap's error is in its output): never release it
-            _kill_group(proc.pid)
+        pid = _read_info(mine["info"], start + min(limits.wall, 60))
+        pidfd = _pidfd(pid, ancestor=proc.pid)
+        if pidfd is None:  # it stopped before it could be confined (the reason is in its output): never release it
+            os.kill(proc.pid, signal.SIGTERM)  # walls.py ends what it started
         else:
             group = _confine(pid, limits, group)
             try:
@@ -345,7 +348,7 @@ def _confined_run(argv, read_only, packages, limits: Limits, kind: str) -> Outco
         shutil.rmtree(scratch, ignore_errors=True)
     if running and not hit:
         hit.append("killed at the end: still running after it closed its output")
-    if code in (-signal.SIGKILL, 128 + signal.SIGKILL):
+    if code == 128 + signal.SIGKILL:
         if cpu >= limits.cpu - 0.05:
             hit.append(f"CPU time limit ({limits.cpu} s)")
         elif oom:
@@ -361,10 +364,11 @@ def _kill_group(pid: int) -> None:
 
 
 def _end(proc, pidfd, group, grace: float) -> tuple[int | None, float, bool]:
-    """Kill the sandbox (its first process through ``pidfd``, then what is left in ``group``, then
-    bwrap, given a moment to reap it so that its CPU time is counted); returns the exit status, the
-    CPU seconds of the whole run and whether its first process was still running ``grace``
-    seconds after its output closed."""
+    """Kill the sandbox: its first process through ``pidfd``, then what is left in ``group``, then
+    ask walls.py to end what is left below it (SIGTERM; SIGKILL if it does not within 2 s), giving
+    it a moment to reap, so that the CPU time is counted.  Returns the exit status (walls.py's:
+    the command's, ``128 + signal`` if a signal ended it), the CPU seconds of the whole run and
+    whether the first process was still running ``grace`` seconds after its output closed."""
     running = False
     if pidfd is not None:
         poll = select.poll()
@@ -379,10 +383,12 @@ def _end(proc, pidfd, group, grace: float) -> tuple[int | None, float, bool]:
         group.kill()
     if proc is None:
         return None, 0.0, running
-    for _ in range(200):
+    for attempt in range(400):
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             break
+        if attempt == 200:
+            os.kill(proc.pid, signal.SIGTERM)
         time.sleep(0.01)
     else:
         _kill_group(proc.pid)
