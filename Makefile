@@ -28,7 +28,7 @@ $(VENV)/.assign-installed: $(VENV)/.installed requirements-assign.txt
 	$(PY) -m pip install --quiet -r requirements-assign.txt
 	touch $@
 
-# The optional extra for dask sweeps (rcteach.tools.sweep.executor_from, tests/test_grid_sweep.py).
+# The optional extra for dask sweeps (rcteach.sweep.executor_from, tests/test_grid_sweep.py).
 setup-cluster: $(VENV)/.cluster-installed
 
 $(VENV)/.cluster-installed: $(VENV)/.installed requirements-cluster.txt

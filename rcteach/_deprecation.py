@@ -6,7 +6,7 @@ Four shapes of rename, one helper each:
 * a renamed or moved module attribute (function, constant, module): :func:`moved_attributes`, which
   builds the module's ``__getattr__``;
 * a renamed function that must stay callable under its old name: :func:`renamed_function`;
-* a moved module (``import rcteach.sweep`` for :mod:`rcteach.tools.sweep`): :func:`moved_modules`.
+* a moved module (``import rcteach.grading`` for :mod:`rcteach.tools.grading`): :func:`moved_modules`.
 
 rcteach itself never uses an old name (``pyproject.toml`` turns such warnings into errors).
 """

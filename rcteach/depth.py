@@ -135,6 +135,18 @@ def _warn_overflow(norm, dtype):
                          "('rms', 'layernorm'), fewer layers or dtype=torch.float64", stacklevel=5)
 
 
+def _warn_zero(norm):
+    """A UserWarning when the states became exactly zero after a nonzero X0, naming the first such layer."""
+    zero = (norm.detach() == 0) & (norm.detach()[:1] > 0)  # (depth + 1, *batch)
+    if zero.any():
+        layer = int(zero.reshape(zero.shape[0], -1).any(-1).nonzero()[0])
+        _validate.regime(f"the tokens became exactly zero at layer {layer}: from there on the stable ranks are NaN and "
+                         "mu and the norm 0, not measurements.  Centred attention maps tokens at consensus, or with "
+                         "logits below rounding (attention='qk' on shrinking tokens: softmax exactly 1/T, so A_perp = 0), "
+                         "to zero; the true state is tiny, not 0.  Pass a norm ('rms', 'layernorm'), fewer layers, or "
+                         "use rcteach.grid (which keeps the scale apart, in log_norm)", stacklevel=5)
+
+
 def _run(X0, config, draws, keep_states):
     """Run the layers with the weights ``draws``; return the Trajectory and the last state."""
     X = X0
@@ -146,6 +158,7 @@ def _run(X0, config, draws, keep_states):
             states.append(X)
     mu, sr, sr_gram, norm = (torch.stack(m) for m in zip(*metrics))
     _warn_overflow(norm, X0.dtype)
+    _warn_zero(norm)
     return Trajectory(mu, sr, sr_gram, norm, torch.stack(states) if keep_states else None), X
 
 

@@ -40,14 +40,17 @@ def _order(k) -> int:
 def fuss_catalan_moment(k, j) -> float:
     """The j-th moment binom((k+1) j, j) / (k j + 1) of FC_k (j >= 0; m_0 = m_1 = 1, m_2 = k + 1)."""
     k, j = _order(k), _validate.integer("j", j, minimum=0)
+    if math.lgamma((k + 1) * j + 1) - math.lgamma(j + 1) - math.lgamma(k * j + 1) > _validate.LOG_FLOAT_MAX + 1:
+        return math.inf  # beyond float64 (finite_result says so), without computing a huge binomial
     return math.comb((k + 1) * j, j) / (k * j + 1)
 
 
 @_validate.finite_result
 def fuss_catalan_edge(k) -> float:
-    """The right edge (k + 1)^(k + 1) / k^k of the support of FC_k (4 for Marchenko-Pastur, k = 1)."""
+    """The right edge (k + 1)^(k + 1) / k^k = (k + 1)(1 + 1/k)^k of the support of FC_k (4 for Marchenko-Pastur,
+    k = 1; about e (k + 1) for large k), computed in floats (no (k + 1)^(k + 1) integer)."""
     k = _order(k)
-    return (k + 1) ** (k + 1) / k**k
+    return (k + 1) * (1 + 1 / k) ** k
 
 
 def fuss_catalan_density(k, points=400, *, dtype=torch.float64):

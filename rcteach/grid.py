@@ -69,7 +69,6 @@ subset of configurations gives the same numbers as the whole grid.  Introduced i
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass
@@ -81,13 +80,15 @@ from .attention import LN2
 from .device import resolve
 from .grid_kernels import (_centred_softmax, _draws, _initial, _layernorm, _metrics, _mm, _Rotation, bartlett,
                            centred_softmax, top_and_rest)
-from .tools.sweep import Table, point_seed, sweep
+from .sweep import SweepTable, check_executor, point_seed, sweep
 from .width import width_dims
 
 __all__ = ["Config", "CONFIGS", "GRID", "METRICS", "config_names", "centred_softmax", "bartlett", "top_and_rest", "simulate",
            "grid_rows", "run_grid"]
 
 METRICS = ("stable_rank", "stable_rank_gram", "relative_mu", "log_norm")
+COLUMNS = ["config", "T", "gamma", "seed", "layer", *METRICS]
+"""The columns of the grid's table, one row per (configuration, T, gamma, seed, layer)."""
 GRID = {"T": [20, 40, 60, 80, 100, 150], "gamma": [1.0, 0.5, 0.2]}
 """T and gamma of the authors' README command (5 runs, 10 layers)."""
 
@@ -100,6 +101,13 @@ class Config:
     centred: bool = False  # A - 11^T/T
     skip: str | None = None  # None, "plain" (X + A X W_V), "upscaled" (X + A X W_V / sqrt(d))
     layernorm: bool = False  # LayerNorm after the skip
+
+    def __post_init__(self):
+        _validate.choice("attention", self.attention, ("iid", "qk", "identity"))
+        _validate.flag("centred", self.centred)
+        if self.skip is not None:
+            _validate.choice("skip", self.skip, ("plain", "upscaled"))
+        _validate.flag("layernorm", self.layernorm)
 
 
 def _configs() -> dict[str, Config]:
@@ -128,7 +136,10 @@ def config_names(configs) -> list[str]:
         unknown = [c for c in configs if c not in CONFIGS]
         if unknown:
             raise ValueError(f"configs: unknown configuration(s) {unknown}; known: {', '.join(CONFIGS)}")
-        return list(dict.fromkeys(configs))
+        twice = sorted({c for c in configs if configs.count(c) > 1})
+        if twice:
+            raise ValueError(f"configs: {', '.join(map(repr, twice))} named twice")
+        return list(configs)
     raise ValueError(f"configs must be 'all', 'NAME,NAME,...' or a non-empty list of names, got {configs!r}")
 
 
@@ -220,26 +231,61 @@ def simulate(T, gamma, configs="all", *, depth=10, seeds=5, seed=0, authors_skip
     Returns {config name: {metric: Tensor (depth, seeds)}} (float64 values; row l is after l + 1
     blocks).  ``seed`` (an int >= 0) and the point fix every draw (module doc); ``dtype`` is the
     working precision (float32 is accurate here: the state is renormalised every layer and the
-    centred parts are kept separately).
+    centred parts are kept separately).  Every value is finite, except ``log_norm`` once log ||X||_F
+    itself leaves float64's range (A(X)_perp without LayerNorm, after about 640 layers): then it is
+    -inf, with a UserWarning naming the configuration and the layer.
     """
     names = config_names(configs)
-    T, d = width_dims(T, gamma)
-    if T > d:
-        raise ValueError(f"gamma must be <= 1 (orthonormal tokens), got T={T}, d={d}")
+    T, d = _dims(T, gamma)
     depth = _validate.integer("depth", depth, minimum=1)
     seeds = _validate.integer("seeds", seeds, minimum=1)
     seed = _validate.seed(seed)
     authors_skip = _validate.flag("authors_skip", authors_skip)
     device, dtype = resolve(device, dtype)
     out = {}
-    for family in (("iid", "identity"), ("qk",)):
-        for skip in (False, True):
-            part = [n for n in names if CONFIGS[n].attention in family and (CONFIGS[n].skip is not None) == skip]
-            if not part:
-                continue
-            res = _run(part, T, d, depth, seeds, seed, authors_skip, dtype, device)
-            out.update({name: {m: res[m][i].cpu() for m in METRICS} for i, name in enumerate(part)})
+    for part in _groups(names):
+        res = _run(part, T, d, depth, seeds, seed, authors_skip, dtype, device)
+        out.update({name: {m: res[m][i].cpu() for m in METRICS} for i, name in enumerate(part)})
+    for name in names:
+        _warn_log_norm(name, out[name]["log_norm"], T, d)
     return {name: out[name] for name in names}
+
+
+def _groups(names) -> list[list[str]]:
+    """The configurations run together (one batch): same attention family, skip or not."""
+    groups = [[n for n in names if CONFIGS[n].attention in family and (CONFIGS[n].skip is not None) == skip]
+              for family in (("iid", "identity"), ("qk",)) for skip in (False, True)]
+    return [g for g in groups if g]
+
+
+POINT_BYTES = 20
+"""A point's peak memory is about POINT_BYTES x (configurations in its largest batch) x seeds x T^2 x itemsize,
+plus about 80 MB (measured: 17 x, at T = 150 and 300, seeds 5, all 25 configurations)."""
+
+
+def _check_memory(names, T, seeds, dtype) -> None:
+    """Refuse a grid whose largest point would not fit in this machine's memory (ValueError naming T)."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # not POSIX: nothing to compare with
+        return
+    batch = max(len(g) for g in _groups(names)) * seeds
+    need = POINT_BYTES * batch * max(T) ** 2 * (4 if dtype == "float32" else 8)
+    if need > total:
+        raise ValueError(f"T={max(T)} needs about {need / 2**30:.0f} GiB a point ({batch} networks of T x T in a "
+                         f"batch), more than this machine's {total / 2**30:.0f} GiB: choose a smaller T, fewer "
+                         "configurations or seeds, or run the points elsewhere (--dask tcp://...)")
+
+
+def _warn_log_norm(name, log_norm, T, d) -> None:
+    """A UserWarning when ``log_norm`` (depth, seeds) left float64's range, naming the configuration and layer."""
+    bad = ~torch.isfinite(log_norm)
+    if bad.any():
+        layer = int(bad.any(-1).nonzero()[0]) + 1
+        _validate.regime(f"log_norm of {name!r} at T={T}, d={d} is {log_norm[bad][0].item()} from layer {layer}: log ||X||_F "
+                         "left float64's range (||X||_F < exp(-1.8e308): without LayerNorm the signal of A(X)_perp "
+                         "shrinks like ||X||^3 a layer, so its logarithm triples); the other metrics stay finite",
+                         stacklevel=4)
 
 
 def grid_rows(T, gamma, *, configs="all", depth=10, seeds=5, seed=0, authors_skip=False, dtype="float32",
@@ -256,25 +302,32 @@ def grid_rows(T, gamma, *, configs="all", depth=10, seeds=5, seed=0, authors_ski
     return rows
 
 
-def _settings(**kw) -> dict:
-    return json.loads(json.dumps(kw))
-
-
 def run_grid(out, configs="all", *, T=None, gamma=None, depth=10, seeds=5, base_seed=0, authors_skip=False,
-             dtype="float32", device=None, executor=None, force=False, progress=True) -> Table:
-    """Run the grid into ``out/depth.csv`` (resumable) and return it as a :class:`rcteach.tools.sweep.Table`.
+             dtype="float32", device=None, executor=None, force=False, progress=True) -> SweepTable:
+    """Run the grid into ``out/depth.csv`` (stored and resumable) and return it as a :class:`rcteach.sweep.SweepTable`.
 
     One sweep point per (T, gamma) (default :data:`GRID`), all ``configs`` batched in it, seeded from
-    the point (:func:`rcteach.tools.sweep.point_seed`), so serial, resumed and ``executor`` runs give the
-    same table.  The settings go to ``out/depth.json``; resuming a CSV made with other settings raises
-    ValueError unless ``force=True`` (which starts a new table).  ``executor``: any
-    ``concurrent.futures.Executor`` or dask ``Client`` (see :func:`rcteach.tools.sweep.sweep`).
+    the point (:func:`rcteach.sweep.point_seed`), so serial, resumed and ``executor`` runs give the
+    same table.  Every argument is checked before anything is written (gamma <= 1 at every T among
+    them).  The store (:mod:`rcteach.sweep_store`) lives in ``out``: ``depth.points/`` (one file per
+    finished point), the settings ``depth.json``, the lock ``depth.lock``; resuming a table made with
+    other settings raises ValueError unless ``force=True`` (which starts a new table), and every
+    reused point is checked (all configurations, seeds and layers, finite values) and redone if it
+    fails.  A second run on the same ``out`` refuses while the first runs
+    (:class:`rcteach.sweep_store.StoreBusy`); a full disk raises :class:`rcteach.sweep_store.DiskFull`.
+    ``executor``: any ``concurrent.futures.Executor`` or dask ``Client`` (see :func:`rcteach.sweep.sweep`).
     """
     if not isinstance(out, (str, os.PathLike)) or isinstance(os.fspath(out), bytes):
         raise TypeError(f"out must be a directory path (str or os.PathLike), got {type(out).__name__}")
     names = config_names(configs)
     grid = {"T": _validate.values("T", GRID["T"] if T is None else T, _validate.integer, minimum=2),
             "gamma": _validate.values("gamma", GRID["gamma"] if gamma is None else gamma, _validate.real, positive=True)}
+    for name, vals in grid.items():
+        if len(set(vals)) < len(vals):
+            raise ValueError(f"{name} has a value twice: {vals}")
+    for t in grid["T"]:
+        for g in grid["gamma"]:
+            _dims(t, g)
     depth = _validate.integer("depth", depth, minimum=1)
     seeds = _validate.integer("seeds", seeds, minimum=1)
     base_seed = _validate.seed(base_seed, "base_seed")
@@ -282,23 +335,44 @@ def run_grid(out, configs="all", *, T=None, gamma=None, depth=10, seeds=5, base_
     _validate.choice("dtype", dtype, ("float32", "float64"))
     force = _validate.flag("force", force)
     progress = _validate.flag("progress", progress)
-    settings = _settings(configs=names, depth=depth, seeds=seeds, base_seed=base_seed, authors_skip=authors_skip,
-                         dtype=dtype, device=resolve(device)[0].type)
-    os.makedirs(out, exist_ok=True)
-    csv_path, meta_path = os.path.join(out, "depth.csv"), os.path.join(out, "depth.json")
-    resume = True
-    if os.path.exists(csv_path) and os.path.getsize(csv_path) > 0:
-        old = json.load(open(meta_path)) if os.path.exists(meta_path) else None
-        if old != settings:
-            if not force:
-                raise ValueError(f"{csv_path} was made with other settings ({old}, now {settings}); "
-                                 "pass force=True (--force) to start a new table")
-            resume = False
-    with open(meta_path, "w") as f:
-        json.dump(settings, f, indent=1)
-    fn = _Point(names, depth, authors_skip, dtype, device)
-    return sweep(fn, grid, seeds=seeds, path=csv_path, resume=resume, base_seed=base_seed, progress=progress,
-                 desc="grid", executor=executor, timing=False)
+    settings = dict(configs=names, depth=depth, seeds=seeds, base_seed=base_seed, authors_skip=authors_skip,
+                    dtype=dtype, device=resolve(device)[0].type)
+    check_executor(executor)
+    here = (executor.startswith("local:") if isinstance(executor, str)  # not a dask cluster elsewhere
+            else executor is None or not hasattr(executor, "scheduler_info"))
+    if here and resolve(device)[0].type == "cpu":
+        _check_memory(names, grid["T"], seeds, dtype)
+    _make_folder(os.fspath(out))
+    fn = _Point(names, depth, seeds, authors_skip, dtype, device)
+    return sweep(fn, grid, seeds=seeds, path=os.path.join(out, "depth.csv"), force=force, settings=settings,
+                 check_rows=fn.check_rows, base_seed=base_seed, progress=progress, desc="grid", executor=executor,
+                 timing=False)
+
+
+def _dims(T, gamma) -> tuple[int, int]:
+    """(T, d), d = round(T/gamma), for orthonormal tokens: T <= d < 2^53 (ValueError naming gamma otherwise)."""
+    T, d = width_dims(T, gamma)
+    if T > d:
+        raise ValueError(f"gamma must be <= 1 (T orthonormal tokens in d = round(T/gamma) dimensions), got "
+                         f"gamma={gamma} at T={T}, d={d}")
+    if d >= 2 ** 53:
+        raise ValueError(f"gamma={gamma} at T={T} gives d = {d:.3g} >= 2^53 dimensions, past what float64 counts "
+                         "exactly; choose gamma >= T / 2^53")
+    return T, d
+
+
+def _make_folder(out: str) -> None:
+    """Create the folder ``out`` (and its parents); ValueError naming it when that is impossible."""
+    if not out:
+        raise ValueError("out must be a folder path, got ''")
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f"out: {out} is a file, not a folder")
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"out: cannot create the folder {out}: {err.strerror or err}") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise ValueError(f"out: the folder {out} is not writable")
 
 
 class _Point:
@@ -306,8 +380,25 @@ class _Point:
 
     __name__ = "grid"
 
-    def __init__(self, names, depth, authors_skip, dtype, device):
+    def __init__(self, names, depth, seeds, authors_skip, dtype, device):
         self.kw = dict(configs=names, depth=depth, authors_skip=authors_skip, dtype=dtype, device=device)
+        self.expected = {(c, s, ell) for c in names for s in range(seeds) for ell in range(1, depth + 1)}
 
     def __call__(self, T, gamma, seeds, seed):
         return grid_rows(T, gamma, seeds=seeds, seed=seed, **self.kw)
+
+    def check_rows(self, point, rows) -> None:
+        """The rows at ``point`` are complete: one per (configuration, seed, layer), every metric finite."""
+        got = [(r.get("config"), r.get("seed"), r.get("layer")) for r in rows]
+        if len(got) != len(self.expected) or set(got) != self.expected:
+            raise ValueError(f"{len(rows)} rows, not the {len(self.expected)} of one per configuration, seed and layer")
+        for r in rows:
+            if list(r) != COLUMNS or (r["T"], r["gamma"]) != (point["T"], point["gamma"]):
+                raise ValueError(f"a row with columns {list(r)} or another point (T={r.get('T')}, gamma={r.get('gamma')})")
+            if not all(_promised(m, r[m]) for m in METRICS):
+                raise ValueError(f"a row with a value that is not a number, or not finite (log_norm may be -inf): {r}")
+
+
+def _promised(metric: str, value) -> bool:
+    """A metric as :func:`simulate` promises it: a finite float; log_norm may also be -inf (below float64's range)."""
+    return isinstance(value, float) and (math.isfinite(value) or (metric == "log_norm" and value == -math.inf))

@@ -192,6 +192,21 @@ def top_and_rest(S) -> tuple[torch.Tensor, torch.Tensor]:
     """For each symmetric positive semi-definite S (n, m, m) with eigenvalues lam_1 >= lam_2 >= ...:
     lam_1 and sum_{i >= 2} lam_i^2, both float64 (n,), each to the rounding of a backward-stable solver.
 
+    S must be a finite float32/float64 tensor of shape (n, m, m), symmetric to rounding (ValueError
+    otherwise); the method is :func:`_top_and_rest`'s.
+    """
+    S = _validate.matrix("S", S, square=True)
+    if S.dim() != 3:
+        raise ValueError(f"S must have shape (n, m, m), got shape {tuple(S.shape)}")
+    scale = S.detach().abs().amax().item()
+    if (S - S.mT).abs().amax().item() > 64 * torch.finfo(S.dtype).eps * scale:
+        raise ValueError("S must be symmetric (a Gram matrix), got one that is not, beyond rounding")
+    return _top_and_rest(S)
+
+
+def _top_and_rest(S) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`top_and_rest` without the input checks (the grid's metrics).
+
     On the CPU for m >= 48: LAPACK's ``syevr`` for the top pair (lam_1, v) only (tridiagonalisation,
     then bisection and inverse iteration), about 60 % of the cost of all eigenvalues, and the rest as
     ||S - lam_1 v v^T||_F^2 (the deflated matrix carries the small eigenvalues to their own rounding:
@@ -234,7 +249,7 @@ def _metrics(Z, log_norm) -> dict:
     stable_rank = tr S / lam_1, stable_rank_gram = 1 + sum_{i >= 2} lam_i^2 / lam_1^2 (:func:`top_and_rest`).
     """
     S = _mm(Z, Z.mT) if Z.shape[-2] <= Z.shape[-1] else _mm(Z.mT, Z)
-    lam, rest = top_and_rest(S)
+    lam, rest = _top_and_rest(S)
     Z = Z.to(torch.float64)
     return {"stable_rank": S.diagonal(dim1=-2, dim2=-1).sum(-1, dtype=torch.float64) / lam,
             "stable_rank_gram": 1 + rest / lam.square(),

@@ -28,11 +28,11 @@ import contextvars
 import functools
 import math
 from dataclasses import dataclass
-from pathlib import Path
+from importlib import resources
 
 import torch
 
-from . import _validate
+from . import _extras, _validate
 from .attention import centre
 from .metrics import mu, spectrum, stable_rank
 
@@ -93,7 +93,11 @@ def _rcteach_attention(module, query, key, value, attention_mask, scaling=None, 
 
 @functools.lru_cache(maxsize=None)
 def _transformers():
-    """Import transformers (lazily) and register the attention function and its mask once."""
+    """Import transformers (lazily) and register the attention function and its mask once.
+
+    Without the ``models`` extra, a ModuleNotFoundError that gives the install line."""
+    if (reason := _extras.missing("models")) is not None:
+        raise ModuleNotFoundError(f"rcteach.models {reason}", name="transformers")
     import transformers
     from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
@@ -179,31 +183,14 @@ def build_model(name, *, seed=0, dtype=torch.float64, **overrides):
 
 # -- inputs --------------------------------------------------------------------------------------
 
-def _prose(markdown: str) -> str:
-    """The prose of a MyST notebook: without its front matter, code cells and directive fences."""
-    lines, keep, fence = markdown.splitlines(), [], False
-    if lines and lines[0].strip() == "---":  # jupytext front matter
-        end = next((k for k in range(1, len(lines)) if lines[k].strip() == "---"), 0)
-        lines = lines[end + 1:]
-    for line in lines:
-        if line.lstrip().startswith("```"):
-            fence = not fence
-        elif not fence and not line.lstrip().startswith(":::"):
-            keep.append(line)
-    return "\n".join(keep)
-
-
 def corpus_text() -> str:
-    """The text shipped with the repository: the prose of the book's chapters (book/*.md).
+    """The fixed text of the text inputs, shipped with the package (``rcteach/corpus.txt``, 190 kB).
 
-    Front matter, code cells and admonition fences are left out.  Without a book directory (an
-    installed package), rcteach's own source files are used instead.
+    It is the prose of the book's chapters as of rcteach 0.1.0, frozen (front matter, code cells and
+    admonition fences left out): the same text, hence the same token ids, in a checkout and in any
+    installation, whatever the chapters say later.
     """
-    root = Path(__file__).resolve().parent
-    files = sorted((root.parent / "book").glob("*.md"))
-    if files:
-        return "\n".join(_prose(f.read_text(encoding="utf-8")) for f in files)
-    return "\n".join(f.read_text(encoding="utf-8") for f in sorted(root.glob("*.py")))
+    return resources.files(__package__).joinpath("corpus.txt").read_text(encoding="utf-8")
 
 
 @functools.lru_cache(maxsize=None)
@@ -230,7 +217,7 @@ def _tokenizer(kind: str):
 
 
 def text_token_ids(name, T, *, batch=1, start=0, stride=None):
-    """Windows of T consecutive tokens of the repository's text, tokenized for model ``name``.
+    """Windows of T consecutive tokens of the fixed text :func:`corpus_text`, tokenized for model ``name``.
 
     BERT-type models use a WordPiece tokenizer, RoBERTa and GPT-2 a byte-level BPE tokenizer,
     both trained here on :func:`corpus_text` (vocabulary 4000; ids < every model's vocabulary).

@@ -9,7 +9,7 @@ import torch
 
 from . import _validate
 
-__all__ = ["axes", "plot_spectrum", "draw_mask"]
+__all__ = ["axes", "plot_spectrum", "draw_mask", "plot_sweep"]
 
 
 def axes(title: str, xlabel: str, ylabel: str, *, ax=None, figsize=(5.5, 4.0)):
@@ -119,3 +119,32 @@ def draw_mask(mask, ax=None, *, title="Mask", layout="circular", show_self_loops
     ax_g.set_xticks([])
     ax_g.set_yticks([])
     return fig, (ax_m, ax_g)
+
+
+def plot_sweep(table, x: str, y: str, *, hue=None, ax=None, title=None, ylabel=None, logx=False, logy=False,
+               label="{hue}={value}"):
+    """Plot the mean of column ``y`` of a :class:`rcteach.sweep.SweepTable` against parameter ``x``, with
+    a +-1 sd band over seeds.
+
+    One line per value of ``hue`` (another column), labelled by ``label`` (a format string with
+    ``{hue}`` and ``{value}``).  Say which stable rank in ``ylabel``.  Returns the axes.
+    """
+    from .sweep import SweepTable
+
+    if not isinstance(table, SweepTable):
+        raise TypeError(f"table must be a rcteach.sweep.SweepTable, got {type(table).__name__}")
+    _, ax = axes(title or f"{y} against {x}", x, ylabel or y, ax=ax)
+    hues = [None] if hue is None else sorted(set(table[hue]), key=lambda v: (str(type(v)), v))
+    for h in hues:
+        part = table if h is None else table.where(**{hue: h})
+        xs, mean, sd = zip(*sorted(zip(*(part.group([x], y)[k] for k in (x, "mean", "sd")))))
+        line, = ax.plot(xs, mean, marker="o", label=None if h is None else label.format(hue=hue, value=h))
+        ax.fill_between(xs, [m - s for m, s in zip(mean, sd)], [m + s for m, s in zip(mean, sd)],
+                        color=line.get_color(), alpha=0.2)
+    if logx:
+        ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    if hue is not None:
+        ax.legend()
+    return ax

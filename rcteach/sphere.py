@@ -45,10 +45,14 @@ def tail_rate(rel, *, top=1e-5, span=1e-5) -> torch.Tensor:
     if not (torch.isfinite(rel).all() and (rel >= 0).all()):
         raise ValueError("rel must have finite entries >= 0 (relative distances to consensus)")
     top = _validate.real("top", top, positive=True)
-    span = _validate.real("span", span, positive=True)
+    span = _validate.real("span", span, positive=True, below=1.0)
     runs = rel.reshape(rel.shape[0], -1).unbind(-1)
     rates = []
-    for run in runs:
+    for i, run in enumerate(runs):
         below = (run <= top).nonzero()
-        rates.append(-decay_rate(run[int(below[0]):], floor=span).log().item() if below.numel() else math.nan)
+        tail = run[int(below[0]):] if below.numel() else None
+        if tail is not None and (tail.numel() < 2 or not (tail[0] > 0 and tail[1] > span * tail[0])):
+            raise ValueError(f"rel: run {i} has no two layers from where it reaches top={top} before it falls by "
+                             f"span={span}: no rate can be fitted (lower top, or a smaller span)")
+        rates.append(-decay_rate(tail, floor=span).log().item() if tail is not None else math.nan)
     return torch.tensor(rates, dtype=torch.float64).reshape(rel.shape[1:])

@@ -145,8 +145,8 @@ def consensus_gradients(eps, *, T=16, d=32, vocab=16, s2=1.0, seed=0) -> Consens
 
     Parameters
     ----------
-    eps : list or tuple of floats, each > 0
-        The shrink factors; the networks for all of them share E, ids and the weights.
+    eps : list or tuple of floats, each in (0, 1]
+        The shrink factors (1: the task's own input); the networks for all of them share E, ids and the weights.
     T, d, vocab : int >= 2
         Tokens, width, vocabulary size.
     s2 : float > 0
@@ -158,7 +158,7 @@ def consensus_gradients(eps, *, T=16, d=32, vocab=16, s2=1.0, seed=0) -> Consens
     -------
     ConsensusGradients with eps, mu, grad_qk, grad_v, each of shape (len(eps),).
     """
-    eps = _validate.values("eps", eps, _validate.real, positive=True)
+    eps = _validate.values("eps", eps, _validate.real, positive=True, maximum=1.0)
     T, d, vocab = (_validate.integer(n, v, minimum=2) for n, v in (("T", T), ("d", d), ("vocab", vocab)))
     s2 = _validate.real("s2", _validate.log_variance("s2", s2), positive=True)
     g = torch.Generator().manual_seed(_validate.seed(seed))

@@ -56,6 +56,10 @@ def __getattr__(name):
 
 @contextlib.contextmanager
 def _torch_threads(n):
+    """torch's intra-op threads set to ``n`` for the block (None: as they are, :mod:`rcteach.threads`)."""
+    if n is None:
+        yield
+        return
     old = torch.get_num_threads()
     torch.set_num_threads(n)
     try:
@@ -95,12 +99,14 @@ class Explorer(ipywidgets.VBox):
     status : ipywidgets.HTML, "computing ..." during an update, then its duration or the error.
     data : the compute function's last result;  ``kwargs()`` the keywords it was called with.
     elapsed : float, seconds the last update took (compute, draw and PNG encoding).
-    threads : int, torch threads used by the compute step (class attribute, default 1: the
-        explorers' matrices are small, and one thread avoids OpenMP's start-up and spin costs,
-        which dominate on a busy 2-core machine; the previous setting is restored).
+    threads : int or None, torch threads used by the compute step (class attribute; the previous
+        setting is restored).  Default None: the count :mod:`rcteach.threads` chose at import (one
+        unless ``RCTEACH_THREADS`` or ``OMP_NUM_THREADS`` says otherwise: the explorers' matrices are
+        small, and one thread avoids OpenMP's start-up and spin costs, which dominate on a busy
+        2-core machine).
     """
 
-    threads = 1
+    threads = None
 
     def __init__(self, title, compute: Callable, draw: Callable, controls: dict, *, to_kwargs=None, dependants=None,
                  grid=None, data=None):

@@ -31,7 +31,7 @@ from .metrics import squared_singular_values, stable_rank_from_squared
 from .norms import normalise_unchecked
 from .tokens import gaussian_tokens, orthonormal_tokens
 
-__all__ = ["width_dims", "width_stable_ranks", "noniso_width_ranks"]
+__all__ = ["width_dims", "width_stable_ranks", "width_point", "noniso_width_ranks"]
 
 __getattr__ = _deprecation.moved_attributes(__name__, {"LOGIT_MODELS": "rcteach.attention:ATTENTIONS"})
 
@@ -110,6 +110,17 @@ def _output_stable_rank(out, gram=False) -> torch.Tensor:
         raise ValueError("the layer output is zero (at s2 = 0 attention is uniform and A_perp = 0); "
                          "its stable rank is undefined")
     return stable_rank_from_squared(sq, gram=gram)
+
+
+def width_point(T, gamma, s2=LN2, *, centred=False, seeds=1, seed=None, device=None, dtype=None) -> dict:
+    """Both stable ranks of one i.i.d.-logit layer from the same draws: a point of :func:`rcteach.sweep.sweep`.
+
+    Returns {"stable_rank": Frobenius sum s^2/s_1^2, "stable_rank_gram": Gram sum s^4/s_1^4} of
+    :func:`width_stable_ranks`, each (seeds,).
+    """
+    kw = dict(seeds=seeds, centred=centred, seed=seed, device=device, dtype=dtype)
+    return {"stable_rank": width_stable_ranks(T, gamma, s2, gram=False, **kw),
+            "stable_rank_gram": width_stable_ranks(T, gamma, s2, gram=True, **kw)}
 
 
 def noniso_width_ranks(T, d, s2=LN2, *, seeds=1, seed=0, device=None) -> torch.Tensor:

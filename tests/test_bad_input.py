@@ -263,8 +263,9 @@ CASES = [
          dict(X0=bad_matrix(T, D), depth=bad_int(minimum=1), beta=bad_real(minimum=0.0), h=bad_real(positive=True))),
     Case("tail_rate", tail_rate, lambda: dict(rel=torch.tensor([1e-4, 1e-6, 1e-8], dtype=F64)),
          dict(rel=st.sampled_from(["x", 1.0, [1e-4], torch.tensor([1e-4, math.nan]), torch.tensor([1e-4, -1.0]),
-                                   torch.ones(2, dtype=torch.complex128)]),
-              top=bad_real(positive=True), span=bad_real(positive=True))),
+                                   torch.ones(2, dtype=torch.complex128), torch.zeros(4, dtype=F64),  # no rate to fit
+                                   torch.tensor([1, 0]), torch.tensor([1.0, 1e-6])]),  # top reached at the last layer
+              top=bad_real(positive=True), span=st.one_of(bad_real(positive=True, below=1.0), st.just(1e300)))),
     Case("noniso_width_ranks", noniso_width_ranks, lambda: dict(T=3, d=2, s2=0.5),
          dict(T=bad_int(minimum=2), d=bad_int(minimum=1), s2=S2_REAL, seeds=bad_int(minimum=1), seed=BAD_SEED,
               device=BAD_DEVICE)),
@@ -415,8 +416,8 @@ CASES = [
               depth=bad_int(minimum=1), steps=bad_int(minimum=1), lr=bad_real(positive=True), batch=bad_int(minimum=1),
               s2=BAD_S2, seed=BAD_SEED)),
     Case("consensus_gradients", training.consensus_gradients, lambda: dict(eps=[0.1, 0.01], T=3, d=4, vocab=3),
-         dict(eps=st.one_of(st.sampled_from([[], (), 0.1, "0.1", None, [0.1, "1"], [True]]),
-                            st.lists(bad_real(positive=True), min_size=1, max_size=2)),
+         dict(eps=st.one_of(st.sampled_from([[], (), 0.1, "0.1", None, [0.1, "1"], [True], [2.0], [1e300]]),
+                            st.lists(bad_real(positive=True, maximum=1.0), min_size=1, max_size=2)),
               T=bad_int(minimum=2), d=bad_int(minimum=2), vocab=bad_int(minimum=2), s2=BAD_S2, seed=BAD_SEED)),
     Case("consensus_transient_layer", rc.masks.consensus_transient_layer,
          lambda: dict(mask=rc.make_mask("causal", T), level=0.5),
@@ -434,14 +435,36 @@ CASES = [
               configs=st.sampled_from(["", "B", 3]), depth=bad_int(minimum=1), seeds=bad_int(minimum=1), seed=BAD_SEED,
               authors_skip=BAD_FLAG, dtype=BAD_DTYPE, device=BAD_DEVICE)),
     Case("grid_rows", grid.grid_rows, lambda: dict(T=4, gamma=0.5, configs="A", depth=1, seeds=1),
-         dict(T=bad_int(minimum=2), gamma=bad_real(positive=True), depth=bad_int(minimum=1), seeds=bad_int(minimum=1),
-              seed=BAD_SEED, authors_skip=BAD_FLAG, dtype=choices(("float32", "float64")), device=BAD_DEVICE)),
+         dict(T=bad_int(minimum=2), gamma=st.one_of(bad_real(positive=True), st.just(2.0)), depth=bad_int(minimum=1),
+              seeds=bad_int(minimum=1), seed=BAD_SEED, authors_skip=BAD_FLAG, dtype=choices(("float32", "float64")),
+              device=BAD_DEVICE, configs=st.sampled_from(["", "B", 3, "A,A", ["A", "A"]]))),
+    Case("top_and_rest", grid.top_and_rest, lambda: dict(S=(X_(2) @ X_(2).mT)),
+         dict(S=bad_matrix(T, T, extra=[torch.ones(T, T + 1, dtype=F64), torch.eye(T, dtype=F64),  # (m, m): no batch
+                                       torch.triu(torch.ones(2, T, T, dtype=F64))]))),  # not symmetric
+    Case("Config", grid.Config, lambda: dict(attention="qk", skip="plain"),
+         dict(attention=choices(("iid", "qk", "identity")), centred=BAD_FLAG,
+              skip=choices(("plain", "upscaled")).filter(lambda s: s is not None), layernorm=BAD_FLAG)),
     Case("run_grid", grid.run_grid, lambda: dict(out=tempfile.mkdtemp(), configs="A", T=[4], gamma=[0.5], depth=1,
                                                  seeds=1, progress=False),
-         dict(out=st.sampled_from([3, None, b"x"]), configs=st.sampled_from(["", "B", 3]),
-              T=st.sampled_from([3, [1], ["4"], [4.0]]), gamma=st.sampled_from([0.5, [-1.0], [math.nan], ["a"]]),
+         dict(out=st.sampled_from([3, None, b"x", "", __file__, __file__ + "/sub"]),  # a file where a folder belongs
+              configs=st.sampled_from(["", "B", 3, "A,A"]),
+              T=st.sampled_from([3, [1], ["4"], [4.0], [4, 4]]), gamma=st.sampled_from([0.5, [-1.0], [math.nan], ["a"],
+                                                                                       [2.0], [0.5, 0.5], [1e-300]]),
               depth=bad_int(minimum=1), seeds=bad_int(minimum=1), base_seed=BAD_SEED, authors_skip=BAD_FLAG,
-              dtype=choices(("float32", "float64")), device=BAD_DEVICE, force=BAD_FLAG, progress=BAD_FLAG)),
+              dtype=choices(("float32", "float64")), device=BAD_DEVICE, force=BAD_FLAG, progress=BAD_FLAG,
+              executor=st.sampled_from([object(), 3, "local:0", "nowhere", ""]))),
+    # the theory checks from Python (a fast check: the centre node of causal masks)
+    Case("run_check", rc.run_check, lambda: dict(name="causal-centre"),
+         dict(name=st.sampled_from(["nope", "", 3, None, ["causal-centre"], b"causal-centre"]),
+              mode=choices(("quick", "full")), device=BAD_DEVICE)),
+    Case("run_check with settings", lambda T, window: rc.run_check("causal-centre", T=T, window=window),
+         lambda: dict(T=8, window=2), dict(T=bad_int(minimum=2), window=bad_int(minimum=0))),
+    Case("check", lambda names, **kw: rc.check(*names, **kw), lambda: dict(names=("causal-centre",)),
+         dict(names=st.sampled_from([(), ("zz-none-*",), (3,), ("causal-centre", None), ([],)]),
+              mode=choices(("quick", "full")), device=BAD_DEVICE)),
+    Case("run_checks", rc.run_checks, lambda: dict(pattern="causal-centre"),
+         dict(mode=choices(("quick", "full")), pattern=st.sampled_from(["zz-none-*", "", 3, None, ["causal-centre"]]),
+              device=BAD_DEVICE, progress=BAD_FLAG)),
     # the explorers: data functions, and the widget constructors that wrap them (the same starting arguments)
     *(Case(f"{name}_data", getattr(explorers, f"{name}_data"), EXPLORER_VALID[name],
            dict(EXPLORER_BAD[name], device=BAD_DEVICE, **({"s2": bad_real(minimum=0.0)} if name == "mask" else {})))
@@ -497,6 +520,7 @@ THEORY = [
      dict(T=INT_T, d=st.one_of(bad_int(minimum=1), st.just(3)), s2=BAD_S2, value_var=bad_real(positive=True), centred=BAD_FLAG)),
     (theory.first_value_gradient_rms, dict(T=4, d=4, s2=1.0), dict(s2=BAD_S2)),  # s2 checked without centring too
     (theory.noniso_bulk_radius, dict(T=8, d=8, s2=1.0), dict(T=INT_T, d=bad_int(minimum=1), s2=BAD_S2)),
+    (theory.noniso_width_slope, dict(gamma=0.5), dict(gamma=bad_real(minimum=0.0))),  # gamma = 0: d -> infinity
     (theory.embedding_gram_stable_rank_excess, dict(T=64, d=8, shared_fraction=1 / 3),
      dict(T=INT_T, d=bad_int(minimum=1), shared_fraction=bad_real(minimum=0.0, maximum=1.0))),
     (theory.gaussian_value_lyapunov, dict(d=4), dict(d=bad_int(minimum=2))),

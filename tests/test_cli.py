@@ -123,12 +123,41 @@ def no_cuda(monkeypatch):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
 
 
-BAD_ARGUMENTS = [  # (arguments, what the message names); MISSING: a path that does not exist
+CHAPTER_TEXT = "---\njupytext:\n  text_representation:\n    format_name: myst\n---\n\n# A chapter\n"
+NOWRITE = "/proc/self/rcteach-test"  # cannot be created, by root either
+
+
+@pytest.fixture
+def placeholders(tmp_path):
+    """The paths the tables below name in capitals (MISSING: does not exist; OUT: must stay uncreated)."""
+    (tmp_path / "NOTEBOOK").write_text("{}")
+    (tmp_path / "AUTOGRADER").mkdir()
+    for name in ("key.py", "questions.json"):
+        (tmp_path / "AUTOGRADER" / name).write_text("{}")
+    (tmp_path / "file.txt").write_text("not a folder")
+    (tmp_path / "empty").mkdir()
+    for folder in ("ch", "ch2"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "x.md").write_text(CHAPTER_TEXT)
+    (tmp_path / "bad.ipynb").write_text("not JSON")
+    names = {"MISSING": tmp_path / "missing", "NOTEBOOK": tmp_path / "NOTEBOOK", "AUTOGRADER": tmp_path / "AUTOGRADER",
+             "OUT": tmp_path / "out", "FILE": tmp_path / "file.txt", "EMPTY": tmp_path / "empty",
+             "CHAPTER2": tmp_path / "ch2" / "x.md", "CHAPTER": tmp_path / "ch" / "x.md", "CHDIR": tmp_path / "ch",
+             "BADNB": tmp_path / "bad.ipynb"}
+    pattern = re.compile(r"\b(" + "|".join(names) + r")\b")
+
+    def fill(text):
+        return pattern.sub(lambda m: str(names[m.group(1)]), text)
+
+    return fill
+
+
+BAD_ARGUMENTS = [  # (arguments, what the message says), refused while parsing (with the usage)
     (["bench", "--repeats", "0"], "--repeats: expected an integer >= 1, got 0"),
     (["bench", "--repeats", "-1"], "--repeats: expected an integer >= 1, got -1"),
     (["bench", "--repeats", "two"], "--repeats: expected an integer >= 1, got 'two'"),
     (["bench", "--batch", "0"], "--batch: expected an integer >= 1, got 0"),
-    (["bench", "--sizes", "64", "0"], "--sizes: expected an integer >= 1, got 0"),
+    (["bench", "--sizes", "64", "0"], "--sizes: expected an integer >= 2 (a number of tokens), got 0"),
     (["bench", "--depths", "-2"], "--depths: expected an integer >= 1, got -2"),
     (["bench", "--budget", "0"], "--budget: expected a finite number > 0, got 0"),
     (["bench", "--budget", "nan"], "--budget: expected a finite number > 0, got nan"),
@@ -142,28 +171,98 @@ BAD_ARGUMENTS = [  # (arguments, what the message names); MISSING: a path that d
     (["grade", "NOTEBOOK", "-a", "AUTOGRADER", "--timeout", "inf"], "--timeout: expected a finite number > 0, got inf"),
     (["sweep", "OUT", "--seeds", "0"], "--seeds: expected an integer >= 1, got 0"),
     (["sweep", "OUT", "--depth", "0"], "--depth: expected an integer >= 1, got 0"),
-    (["sweep", "OUT", "--T", "6", "-8"], "--T: expected an integer >= 1, got -8"),
-    (["sweep", "OUT", "--gamma", "0"], "--gamma: expected a finite number > 0, got 0"),
-    (["sweep", "OUT", "--base-seed", "-1"], "--base-seed: expected an integer >= 0, got -1"),
+    (["sweep", "OUT", "--T", "6", "-8"], "--T: expected an integer >= 2 (a number of tokens), got -8"),
+    (["sweep", "OUT", "--gamma", "0"], "--gamma: expected a finite number in (0, 1]"),
+    (["sweep", "OUT", "--base-seed", "-1"], "--base-seed: expected an integer in [0, 2^64 - 1], got -1"),
     (["sweep", "OUT", "--device", "not-a-device"], "--device: device must be a torch device string"),
     (["check", "--device", "not-a-device"], "--device: device must be a torch device string such as 'cpu' or 'cuda:0', got 'not-a-device'"),
     (["check", "--device", "cuda"], "--device: device='cuda' asks for CUDA, but CUDA is not available"),
     (["bench", "--device", "cuda:1"], "--device: device='cuda:1' asks for CUDA, but CUDA is not available"),
     (["student-copy", "MISSING", "-o", "OUT"], "paths: MISSING is not an existing file"),
+    # every command, every kind of bad value
+    ([], "the following arguments are required: command"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+    (["check", "--device", "meta"], "--device: the meta device holds no data to compute with"),
+    (["check", "--quick", "--full"], "argument --full: not allowed with argument --quick"),
+    (["check", "extra"], "unrecognized arguments: extra"),
+    (["bench", "--sizes", "1"], "--sizes: expected an integer >= 2 (a number of tokens), got 1"),
+    (["bench", "--sizes"], "--sizes: expected at least one argument"),
+    (["bench", "--budget", "inf"], "--budget: expected a finite number > 0, got inf"),
+    (["bench", "--budget", "soon"], "--budget: expected a number > 0, got 'soon'"),
+    (["bench", "--repeats", "1.5"], "--repeats: expected an integer >= 1, got '1.5'"),
+    (["bench", "--csv", "EMPTY"], "--csv: EMPTY is not a file name in an existing folder"),
+    (["bench", "--csv", "/proc/self/b.csv"], "--csv: /proc/self/b.csv is not in a writable folder"),
+    (["bench", "--device", "meta"], "--device: the meta device holds no data"),
+    (["bench", "--quick", "--gpu-suite"], "argument --gpu-suite: not allowed with argument --quick"),
+    (["bench", "--dtype", "float16"], "--dtype: invalid choice: 'float16'"),
+    (["bench", "--grid", "--official", "FILE"], "--official: FILE is not an existing folder"),
+    (["sweep", "OUT", "--T", "1"], "--T: expected an integer >= 2 (a number of tokens), got 1"),
+    (["sweep", "OUT", "--T"], "--T: expected at least one argument"),
+    (["sweep", "OUT", "--gamma", "2"], "--gamma: expected a finite number in (0, 1] (gamma = T/d"),
+    (["sweep", "OUT", "--gamma", "1", "2"], "--gamma: expected a finite number in (0, 1]"),  # before gamma = 1 runs
+    (["sweep", "OUT", "--gamma", "nan"], "--gamma: expected a finite number in (0, 1]"),
+    (["sweep", "OUT", "--gamma", "inf"], "--gamma: expected a finite number in (0, 1] (gamma = T/d, orthonormal tokens need T <= d), got inf"),
+    (["sweep", "OUT", "--gamma", "half"], "--gamma: expected a number in (0, 1]"),
+    (["sweep", "OUT", "--seeds", "1.5"], "--seeds: expected an integer >= 1, got '1.5'"),
+    (["sweep", "OUT", "--depth", "two"], "--depth: expected an integer >= 1, got 'two'"),
+    (["sweep", "OUT", "--base-seed", str(2**64)], f"--base-seed: expected an integer in [0, 2^64 - 1], got {2**64}"),
+    (["sweep", "OUT", "--dask", "local:0"], "--dask: expected 'local:N' with N >= 1 local workers, got 'local:0'"),
+    (["sweep", "OUT", "--dask", "local:x"], "--dask: expected 'local:N' with N >= 1 local workers, got 'local:x'"),
+    (["sweep", "OUT", "--dask", "nowhere"], "--dask: expected 'local:N' or a scheduler address such as tcp://host:8786"),
+    (["sweep", "OUT", "--dask", ""], "--dask: expected 'local:N' or a scheduler address such as tcp://host:8786, got ''"),
+    (["sweep", "OUT", "--dtype", "float16"], "--dtype: invalid choice: 'float16'"),
+    (["sweep", "FILE"], "argument out: FILE is a file, not a folder"),
+    (["sweep", "FILE/out"], "argument out: FILE/out: FILE is a file, not a folder"),
+    (["sweep", ""], "argument out: expected a folder, got ''"),
+    (["sweep", NOWRITE], f"argument out: {NOWRITE}: the folder /proc/self is not writable"),
+    (["student-copy", "EMPTY", "-o", "OUT"], "paths: EMPTY is not an existing file"),
+    (["student-copy", "FILE", "-o", "OUT"], "paths: FILE is not a chapter (a .md or .ipynb notebook)"),
+    (["student-copy", "CHAPTER", "-o", "FILE"], "-o/--output: FILE is a file, not a folder"),
+    (["student-copy", "CHAPTER", "-o", "FILE/sub"], "-o/--output: FILE/sub: FILE is a file, not a folder"),
+    (["student-copy", "CHAPTER", "-o", NOWRITE], "-o/--output: /proc/self/rcteach-test: the folder /proc/self is not writable"),
+    (["student-copy", "CHAPTER", "--to", "pdf", "-o", "OUT"], "--to: invalid choice: 'pdf'"),
+    (["student-copy", "CHAPTER"], "the following arguments are required: -o/--output"),
+    (["assign", "--source", "FILE"], "--source: FILE is not an existing folder"),
+    (["assign", "-o", "FILE"], "-o/--output: FILE is a file, not a folder"),
+    (["assign", "-o", NOWRITE], "-o/--output: /proc/self/rcteach-test: the folder /proc/self is not writable"),
+]
+
+REFUSED_AFTER_PARSING = [  # (arguments, what the message says): checked after parsing, before any work
+    (["check", "-k", ""], "-k '' matches no check"),
+    (["bench", "--sizes", "16", "16"], "--sizes: 16 given twice"),
+    (["bench", "--depths", "2", "2"], "--depths: 2 given twice"),
+    (["bench", "--grid", "--sizes", "16"], "--grid times the authors' whole grid and takes only --official; --sizes does not apply"),
+    (["bench", "--grid", "--quick"], "--quick does not apply"),
+    (["bench", "--grid", "--csv", "OUT.csv"], "--csv does not apply"),
+    (["bench", "--official", "EMPTY"], "--official needs --grid"),
+    (["bench", "--grid", "--official", "EMPTY"], "--official: EMPTY is not a checkout of the Mind-the-Gap code"),
+    (["sweep", "OUT", "--T", "8", "8"], "--T: 8 given twice"),
+    (["sweep", "OUT", "--gamma", "0.5", "0.5"], "--gamma: 0.5 given twice"),
+    (["sweep", "OUT", "--configs", "A,A"], "configs: 'A' named twice"),
+    (["sweep", "OUT", "--configs", ""], "configs must be 'all', 'NAME,NAME,...' or a non-empty list of names"),
+    (["sweep", "OUT", "--configs", "all,A"], "configs: unknown configuration(s) ['all']"),
+    (["sweep", "OUT", "--gamma", "1e-300"], "gamma=1e-300 at T=20 gives d = 2e+301 >= 2^53 dimensions"),
+    (["sweep", "OUT", "--device", "cuda", "--dask", "local:2"], "--device: device='cuda' asks for CUDA"),
+    (["sweep", "OUT", "--device", "meta"], "--device: the meta device holds no data"),
+    (["sweep", "OUT", "--T", "100000"], "T=100000 needs about 29802 GiB a point (40 networks of T x T in a batch)"),
+    (["student-copy", "CHAPTER", "CHAPTER2", "-o", "OUT"], "paths: two chapters would both be written to OUT/x.md"),
+    (["student-copy", "BADNB", "-o", "OUT"], "path BADNB is not a notebook jupytext can read"),
+    (["student-copy", "CHAPTER", "-o", "CHDIR"], "the student copy would overwrite CHAPTER: choose another out_dir (-o)"),
+    (["assign", "--source", "EMPTY"], "--source EMPTY holds no master notebooks"),
 ]
 
 
 @pytest.mark.parametrize("argv, message", BAD_ARGUMENTS, ids=[" ".join(a) for a, _ in BAD_ARGUMENTS])
-def test_bad_argument_exits_two(argv, message, tmp_path, capsys, no_cuda):
-    (tmp_path / "NOTEBOOK").write_text("{}")
-    for name in ("key.py", "questions.json"):
-        (tmp_path / "AUTOGRADER").mkdir(exist_ok=True)
-        (tmp_path / "AUTOGRADER" / name).write_text("{}")
-    names = {"MISSING": tmp_path / "missing", "NOTEBOOK": tmp_path / "NOTEBOOK", "AUTOGRADER": tmp_path / "AUTOGRADER",
-             "OUT": tmp_path / "out"}
-    argv = [re.sub(r"^(MISSING|NOTEBOOK|AUTOGRADER|OUT)\b", lambda m: str(names[m.group(1)]), a) for a in argv]
-    err = _usage_error(argv, capsys, message.replace("MISSING", str(names["MISSING"])))
+def test_bad_argument_exits_two(argv, message, placeholders, tmp_path, capsys, no_cuda):
+    err = _usage_error([placeholders(a) for a in argv], capsys, placeholders(message))
     assert "usage:" in err and not (tmp_path / "out").exists()  # refused before anything ran
+
+
+@pytest.mark.parametrize("argv, message", REFUSED_AFTER_PARSING, ids=[" ".join(a) for a, _ in REFUSED_AFTER_PARSING])
+def test_bad_value_found_after_parsing_exits_two_before_any_work(argv, message, placeholders, tmp_path, capsys, no_cuda):
+    err = _usage_error([placeholders(a) for a in argv], capsys, placeholders(message))
+    assert err.strip().count("\n") == 0 and "Traceback" not in err  # one line
+    assert not (tmp_path / "out").exists() and not (tmp_path / "ch" / "x.ipynb").exists()
 
 
 def test_bad_values_found_after_parsing_exit_two(tmp_path, capsys, monkeypatch, no_cuda):

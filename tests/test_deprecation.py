@@ -93,7 +93,7 @@ def test_chapter_helpers_moved_out_of_the_checks():
     assert noniso_width_ranks is width.noniso_width_ranks
 
 
-@pytest.mark.parametrize("old, new", [("rcteach.sweep", "rcteach.tools.sweep"), ("rcteach.grading", "rcteach.tools.grading"),
+@pytest.mark.parametrize("old, new", [("rcteach.grading", "rcteach.tools.grading"),
                                       ("rcteach.layernorm", "rcteach.wu_table")])
 def test_moved_modules_import_as_the_new_module_with_a_warning(old, new):
     import importlib

@@ -1,6 +1,7 @@
 """Tests of rcteach.depth: propagate, weight_gradients, normalise, and the depth theory formulas."""
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -85,6 +86,18 @@ def test_uniform_attention_collapses_in_one_step():
         assert tr.mu[0].min() > 1
         assert tr.mu[1:].max() < 1e-14
         assert torch.allclose(tr.stable_rank[1:], torch.ones(2, 3, dtype=F64))
+
+
+def test_tokens_that_become_exactly_zero_warn_at_that_layer():
+    """A(X)_perp with identity values: the logits shrink with ||X||^2, the softmax rounds to exactly 1/T and
+    A_perp X to exactly 0 at layer 5 (float64): a UserWarning says so, instead of NaN stable ranks without a word."""
+    X0 = rcteach.orthonormal_tokens(8, 8, batch=2, seed=0)
+    with pytest.warns(UserWarning, match="the tokens became exactly zero at layer 5"):
+        tr = propagate(X0, 6, attention="qk", centred=True, values="identity", seed=1)
+    assert (tr.norm[5:] == 0).all() and (tr.norm[4] > 0).all() and torch.isnan(tr.stable_rank[5:]).all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        propagate(X0, 6, attention="qk", centred=True, values="identity", norm="rms", seed=1)  # kept at unit norm
 
 
 def test_mu_invariant_under_orthogonal_values():

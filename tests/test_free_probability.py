@@ -43,6 +43,13 @@ def test_gaussian_product_matches_limit():
     assert x[:, 0].mean().item() == pytest.approx(6.75, rel=0.05)
 
 
+def test_huge_orders_answer_at_once():
+    """The edge in floats (no (k + 1)^(k + 1) integer), and a moment beyond float64 refused before its binomial."""
+    assert fp.fuss_catalan_edge(10**9) == pytest.approx(math.e * (10**9 + 1), rel=1e-6)
+    with pytest.raises(ValueError, match="overflows"):
+        fp.fuss_catalan_moment(2, 10**8)
+
+
 @pytest.mark.parametrize("bad", [0, -1, 1.5])
 def test_bad_order(bad):
     with pytest.raises((ValueError, TypeError), match="k"):

@@ -1,6 +1,7 @@
 """Tests of rcteach.grid: the 25-configuration depth grid and its exact-in-law samplers."""
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -103,6 +104,19 @@ def test_no_nonfinite_value_anywhere_at_reduced_size():
             assert (m["stable_rank"] >= 1 - 1e-6).all() and (m["relative_mu"] <= 1 + 1e-6).all()
     shrinking = grid.simulate(8, 0.5, "A(X)_perp", depth=40, seeds=2, seed=0)["A(X)_perp"]["log_norm"]
     assert shrinking[-1].max() < math.log(torch.finfo(torch.float64).tiny)  # below what a float64 X could hold
+
+
+def test_log_norm_past_float64_warns_naming_the_layer():
+    """A(X)_perp without LayerNorm: log ||X||_F triples a layer and is -inf from layer 646 at T = 8 (measured);
+    the warning names the configuration and the first such layer, and the sweep's check accepts -inf there only."""
+    log_norm = torch.tensor([[-1e308, -6e307], [-math.inf, -1.8e308], [-math.inf, -math.inf]], dtype=torch.float64)
+    with pytest.warns(UserWarning, match=r"log_norm of 'A\(X\)_perp' at T=8, d=16 is -inf from layer 2"):
+        grid._warn_log_norm("A(X)_perp", log_norm, 8, 16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        grid._warn_log_norm("A", log_norm[:1], 8, 16)
+    assert grid._promised("log_norm", -math.inf) and not grid._promised("stable_rank", -math.inf)
+    assert not grid._promised("log_norm", math.nan) and not grid._promised("log_norm", math.inf)
 
 
 def test_centred_softmax_regimes():

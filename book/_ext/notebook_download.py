@@ -5,7 +5,8 @@ sphinx-book-theme's download menu lists ``.ipynb`` when the page context names a
 Colab, thebe) is configured, and this book has none.  This extension writes each MyST chapter,
 converted by jupytext, to ``_sources/<page>.ipynb`` and names it there.  The download is the clean
 chapter for students: no outputs (run it in JupyterLab), exercise solutions collapsed as in the
-book (dropdown admonitions, solution code hidden).
+book (dropdown admonitions, solution code hidden): :func:`rcteach.tools.notebooks.clean_notebook`,
+the same notebook as ``python -m rcteach notebooks DIR`` writes.
 """
 
 from __future__ import annotations
@@ -14,15 +15,16 @@ from pathlib import Path
 
 import jupytext
 
+from rcteach.tools.notebooks import clean_notebook
+
 
 def _add_notebook(app, pagename, templatename, context, doctree):
     source = Path(app.env.doc2path(pagename))
     if doctree is None or source.suffix != ".md":
         return
-    notebook = jupytext.read(source)
+    notebook = clean_notebook(source)
     if "kernelspec" not in notebook.metadata:  # a plain Markdown page, not a notebook
         return
-    notebook.metadata.pop("jupytext", None)  # a plain .ipynb, not paired with the .md source
     target = Path(app.outdir, "_sources", pagename).with_suffix(".ipynb")
     target.parent.mkdir(parents=True, exist_ok=True)
     jupytext.write(notebook, target, fmt="ipynb")

@@ -1,7 +1,7 @@
 """Checks on real architectures at initialisation (chapter "Real transformers at initialisation").
 
 The models come from ``transformers`` configurations (imported lazily, on the first run of one of
-these checks).  Quick settings use the TinyBERT-sized BERT with a small vocabulary (the inputs are
+these checks); without the ``models`` extra they are SKIPPED.  Quick settings use the TinyBERT-sized BERT with a small vocabulary (the inputs are
 random embeddings, so the vocabulary size does not matter) and few layers.
 """
 
@@ -30,6 +30,7 @@ def _models():
 
 @register(
     "bert-layer1-outlier-one",
+    extra="models",
     claim="In a BERT at initialisation, every layer-1 head's attention has the outlier eigenvalue exactly 1",
     source="exact",
     tolerance_note="softmax rows sum to 1 in float64; eigenvalue round-off ~T * 1e-16, 1e-10 leaves a wide margin",
@@ -46,6 +47,7 @@ def bert_layer1_outlier_one(*, model, T, batch, seed=0, device=None) -> Comparis
 
 @register(
     "bert-layer1-bulk-radius",
+    extra="models",
     claim=("Consistency check (~20%): in layer 1 of a BERT at initialisation (std 0.02, LayerNorm-ed tokens) the "
            "largest bulk modulus is sqrt(c/T) with the effective s2 = 0.02^4 d^2 (1 - 1/3)^2 (1 + T/d)"),
     source="derived",
@@ -80,6 +82,7 @@ def _radius_at(radius, T, factor):
 
 @register(
     "centred-model-no-outlier",
+    extra="models",
     claim=("Switching a BERT-type model to centred attention sends each layer-1 head's outlier 1 to 0 and "
            "keeps the rest of its spectrum exactly (for GPT-2's causal rows it does not: see the chapter)"),
     source="exact",
@@ -102,6 +105,7 @@ def centred_model_no_outlier(*, model, T, seed=0, device=None) -> Comparison:
 
 @register(
     "gpt2-eigenvalues-diagonal",
+    extra="models",
     claim="GPT-2's causal attention is lower triangular: its eigenvalues are its diagonal entries, all real",
     source="exact",
     tolerance_note="eigenvalues of a triangular matrix are read off its diagonal up to round-off ~1e-15; 1e-10 leaves margin",
@@ -155,6 +159,7 @@ _GRAM_MUTANTS = {
 
 @register(
     "model-gram-embeddings",
+    extra="models",
     claim=("The Gram stable rank (sum s^4 / s_1^4) of a BERT/RoBERTa's embeddings at initialisation, distinct "
            "tokens, exceeds 1 by (1 - rho)^2 (T - 1)(1 + (T - 1)/d) / (T rho + 1 - rho)^2, rho the shared "
            "(token-type) fraction computed from the model's own tables"),
@@ -177,6 +182,7 @@ def model_gram_embeddings(*, model, T, batch, seeds, seed=0, device=None) -> Com
 
 @register(
     "tinybert-gram-layer1",
+    extra="models",
     claim=("Layer 1 of a TinyBERT-sized BERT at initialisation keeps its embeddings' Gram stable rank: the "
            "excess sr_Gram - 1 of its output is the embeddings' closed form (model-gram-embeddings)"),
     source="derived",

@@ -8,7 +8,9 @@ full modes, why its tolerance is what it is, and its *mutants*: named wrong pred
 the smallest error the check claims to resolve, a dropped factor, a wrong exponent...).  A mutant
 is *killed* when the check's comparison, with the wrong prediction and the same measurement,
 fails.  :func:`run_check` runs one check and returns a :class:`CheckResult`; :func:`check` is the
-one call for chapters (runs, displays, raises :class:`CheckFailed`).
+one call for chapters (runs, displays, raises :class:`CheckFailed`).  A check that needs an
+optional extra (``extra="models"``: transformers) is SKIPPED where the extra is not installed, with
+the reason and the install line: a verdict of its own, next to PASS and FAIL, that fails no run.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .. import _validate
+from .. import _extras, _validate
 
 __all__ = ["Comparison", "Check", "CheckResult", "CheckFailed", "check", "off_by", "register", "registry", "run_check", "run_checks",
            "results_table", "results_html", "mutants_table", "MODES", "SOURCES"]
@@ -122,6 +124,7 @@ class Check:
     quick: dict = field(default_factory=dict)
     full: dict = field(default_factory=dict)
     mutants: dict = field(default_factory=dict)  # label -> fn(prediction, setting) -> wrong prediction
+    extra: str | None = None  # the optional extra it needs (rcteach._extras.EXTRAS), e.g. "models"
 
     def settings(self, mode: str = "quick", **overrides) -> dict:
         """The keyword settings of a run: the function's defaults, then the mode's, then overrides."""
@@ -136,21 +139,32 @@ class Check:
 
 @dataclass(frozen=True)
 class CheckResult:
-    """The outcome of one check: claim, setting, prediction, measured value, tolerance, verdict."""
+    """The outcome of one check: claim, setting, prediction, measured value, tolerance, verdict.
+
+    ``skipped``: why the check did not run (its optional extra is missing); then ``comparison`` is None.
+    """
 
     check: Check
     setting: dict
-    comparison: Comparison
+    comparison: Comparison | None
     seconds: float
+    skipped: str | None = None
 
     @property
     def passed(self) -> bool:
-        return self.comparison.passed
+        return self.skipped is None and self.comparison.passed
+
+    @property
+    def verdict(self) -> str:
+        """"PASS", "FAIL", or "SKIPPED" (not run: see ``skipped``); only FAIL fails a run."""
+        return "SKIPPED" if self.skipped is not None else "PASS" if self.passed else "FAIL"
 
     @property
     def mutants(self) -> list[dict]:
         """Each mutant of the check, ``{"name": label, "killed": bool}``: killed when the comparison
         with the mutant's wrong prediction (same measurement, same tolerance) fails."""
+        if self.skipped is not None:
+            return []
         out = []
         for label, wrong in self.check.mutants.items():
             mutated = dataclasses.replace(self.comparison, prediction=wrong(self.comparison.prediction, self.setting))
@@ -158,7 +172,7 @@ class CheckResult:
         return out
 
     def as_dict(self) -> dict:
-        c = self.comparison
+        c = self.comparison or Comparison(None, None, None)
         return {
             "name": self.check.name,
             "claim": self.check.claim,
@@ -171,14 +185,17 @@ class CheckResult:
             "tolerance_note": self.check.tolerance_note,
             "passed": self.passed,
             "seconds": round(self.seconds, 3),
-            "resolves": c.resolves,
+            "resolves": None if self.skipped is not None else c.resolves,
             "mutants": self.mutants,
+            **({"skipped": self.skipped} if self.skipped is not None else {}),
         }
 
     def _repr_html_(self) -> str:
         return results_html([self])
 
     def __repr__(self) -> str:
+        if self.skipped is not None:
+            return f"CheckResult({self.check.name}: SKIPPED, {self.skipped})"
         d = self.as_dict()
         return (f"CheckResult({d['name']}: predicted {_fmt(d['prediction'])}, measured {_fmt(d['measured'])}, "
                 f"tolerance {_fmt_tol(self.comparison)} -> {'PASS' if self.passed else 'FAIL'})")
@@ -188,14 +205,17 @@ _REGISTRY: dict[str, Check] = {}
 
 
 def register(name: str, *, claim: str, source: str, tolerance_note: str, mutants: dict, quick: dict | None = None,
-             full: dict | None = None):
+             full: dict | None = None, extra: str | None = None):
     """Decorator: register ``func`` as the check ``name`` (names are unique).
 
     ``source``: "paper" only for what a paper states; "derived" for our derivations,
     "reconstruction" for our inference of a setting a paper does not state, "exact" for identities.
     ``mutants`` (at least one): label -> ``fn(prediction, setting) -> wrong_prediction``.
+    ``extra``: the optional extra the check needs (``"models"``); without it the check is SKIPPED.
     """
     source = _validate.choice("source", source, SOURCES)
+    if extra is not None:
+        extra = _validate.choice("extra", extra, tuple(_extras.EXTRAS))
     if not isinstance(mutants, dict) or not mutants:
         raise ValueError(f"mutants: check {name!r} must declare at least one mutant (label -> fn(prediction, setting))")
     bad = [k for k, f in mutants.items() if not (isinstance(k, str) and callable(f))]
@@ -205,7 +225,8 @@ def register(name: str, *, claim: str, source: str, tolerance_note: str, mutants
     def decorate(func: Callable[..., Comparison]) -> Callable[..., Comparison]:
         if name in _REGISTRY:
             raise ValueError(f"a check named {name!r} is already registered")
-        _REGISTRY[name] = Check(name, claim, source, tolerance_note, func, dict(quick or {}), dict(full or {}), dict(mutants))
+        _REGISTRY[name] = Check(name, claim, source, tolerance_note, func, dict(quick or {}), dict(full or {}), dict(mutants),
+                                extra)
         return func
 
     return decorate
@@ -226,25 +247,43 @@ def registry() -> dict[str, Check]:
 def run_check(name: str, mode: str = "quick", *, device=None, **overrides) -> CheckResult:
     """Run the check ``name`` in ``mode`` ("quick" or "full"), with settings overridden by keyword.
 
-    ``device`` is passed to checks that simulate (those with a ``device`` setting).
+    ``device`` is passed to checks that simulate (those with a ``device`` setting).  A check whose
+    optional extra is not installed is not run: its result is SKIPPED, ``skipped`` says why.
     """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a check name (str), got {type(name).__name__}")
     if name not in _REGISTRY:
-        raise ValueError(f"no check named {name!r}; registered: {', '.join(_REGISTRY)}")
+        raise ValueError(f"name: no check named {name!r}; registered: {', '.join(_REGISTRY)}")
     check = _REGISTRY[name]
-    if device is not None:
-        if "device" not in inspect.signature(check.func).parameters:
-            device = None
-        else:
-            overrides["device"] = torch.device(device)
+    device = _device(device)
+    if device is not None and "device" in inspect.signature(check.func).parameters:
+        overrides["device"] = device
     setting = check.settings(mode, **overrides)
+    if check.extra is not None and (reason := _extras.missing(check.extra)) is not None:
+        return CheckResult(check, setting, None, 0.0, skipped=reason)
     start = time.perf_counter()
     with torch.no_grad():
         comparison = check.func(**setting)
     return CheckResult(check, setting, comparison, time.perf_counter() - start)
 
 
+def _device(device) -> torch.device | None:
+    """``device`` (None: each check's default) checked to exist here and to hold data (not ``meta``)."""
+    if device is None:
+        return None
+    device = _validate.device(device)
+    if device.type == "meta":
+        raise ValueError("device: the meta device holds no data to run a check on; use 'cpu' or 'cuda'")
+    return device
+
+
 def run_checks(mode: str = "quick", *, device=None, pattern: str = "*", progress: bool = False) -> list[CheckResult]:
     """Run every registered check whose name matches the glob ``pattern``."""
+    _validate.choice("mode", mode, MODES)
+    device = _device(device)
+    progress = _validate.flag("progress", progress)
+    if not isinstance(pattern, str):
+        raise TypeError(f"pattern must be a glob pattern (str), got {type(pattern).__name__}")
     names = [n for n in _REGISTRY if fnmatch.fnmatch(n, pattern)]
     if not names:
         raise ValueError(f"pattern {pattern!r} matches no check")
@@ -273,10 +312,12 @@ def check(*names: str, mode: str = "quick", device=None, **overrides) -> list[Ch
     setting no selected check has is a ValueError).  In IPython the results table is displayed as
     HTML, elsewhere printed as text.  Returns the list of :class:`CheckResult`; raises
     :class:`CheckFailed` (an AssertionError) naming every failing check with its prediction,
-    measurement and tolerance, after displaying the table.
+    measurement and tolerance, after displaying the table (a SKIPPED check fails nothing).
     """
     if not names:
         raise ValueError("names: give at least one check name or glob pattern")
+    _validate.choice("mode", mode, MODES)
+    device = _device(device)
     selected = []
     for pattern in names:
         if not isinstance(pattern, str):
@@ -292,7 +333,7 @@ def check(*names: str, mode: str = "quick", device=None, **overrides) -> list[Ch
     results = [run_check(n, mode, device=device, **{k: v for k, v in overrides.items() if k in takes[n]})
                for n in selected]
     _display(results)
-    failed = [r for r in results if not r.passed]
+    failed = [r for r in results if r.verdict == "FAIL"]
     if failed:
         raise CheckFailed(failed)
     return results
@@ -353,8 +394,20 @@ COLUMNS = ("check", "source", "setting", "predicted", "measured", "tolerance", "
 def _row(r: CheckResult) -> tuple[str, ...]:
     d = r.as_dict()
     setting = ", ".join(f"{k}={_fmt(v)}" for k, v in d["setting"].items() if k != "device")
+    if r.skipped is not None:
+        return (d["name"], d["source"], setting, "-", "-", "-", "-", r.verdict)
     return (d["name"], d["source"], setting, _fmt(d["prediction"]), _fmt(d["measured"]),
-            _fmt_tol(r.comparison), _fmt_resolves(r.comparison), "PASS" if r.passed else "FAIL")
+            _fmt_tol(r.comparison), _fmt_resolves(r.comparison), r.verdict)
+
+
+def _count(results: list[CheckResult]) -> str:
+    """"n passed, m failed", and the skipped ones with each reason once."""
+    verdicts = [r.verdict for r in results]
+    text = f"{verdicts.count('PASS')} passed, {verdicts.count('FAIL')} failed"
+    reasons = list(dict.fromkeys(r.skipped for r in results if r.skipped is not None))
+    if reasons:
+        text += f", {verdicts.count('SKIPPED')} skipped ({'; '.join(reasons)})"
+    return text
 
 
 def results_table(results: list[CheckResult]) -> str:
@@ -363,8 +416,7 @@ def results_table(results: list[CheckResult]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    n_pass = sum(r.passed for r in results)
-    lines.append(f"{n_pass} passed, {len(results) - n_pass} failed")
+    lines.append(_count(results))
     return "\n".join(lines)
 
 
@@ -373,12 +425,17 @@ def mutants_table(results: list[CheckResult]) -> str:
     killed or SURVIVED; a closing count."""
     lines = []
     for r in results:
-        lines.append(f"{r.check.name}  [{'PASS' if r.passed else 'FAIL'}, resolves {_fmt_resolves(r.comparison)}]")
+        if r.skipped is not None:
+            lines.append(f"{r.check.name}  [SKIPPED: {r.skipped}]")
+            continue
+        lines.append(f"{r.check.name}  [{r.verdict}, resolves {_fmt_resolves(r.comparison)}]")
         lines += [f"    {'killed  ' if m['killed'] else 'SURVIVED'}  {m['name']}" for m in r.mutants]
     mutants = [m for r in results for m in r.mutants]
     killed = sum(m["killed"] for m in mutants)
+    skipped = sum(r.skipped is not None for r in results)
     lines.append(f"{killed} of {len(mutants)} mutants killed, {len(mutants) - killed} survived; "
-                 f"{sum(not r.passed for r in results)} check(s) failed")
+                 f"{sum(r.verdict == 'FAIL' for r in results)} check(s) failed"
+                 + (f", {skipped} skipped" if skipped else ""))
     return "\n".join(lines)
 
 
@@ -387,7 +444,10 @@ def results_html(results: list[CheckResult]) -> str:
     :attr:`Comparison.resolves`, the smallest relative error of the prediction the check detects."""
     head = "".join(f"<th>{c}</th>" for c in COLUMNS)
     body = "".join(
-        f"<tr title='{html.escape(r.check.claim)}'>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in _row(r)) + "</tr>"
+        f"<tr title='{html.escape(r.skipped or r.check.claim)}'>"
+        + "".join(f"<td>{html.escape(cell)}</td>" for cell in _row(r)) + "</tr>"
         for r in results
     )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    skipped = list(dict.fromkeys(r.skipped for r in results if r.skipped is not None))
+    note = f"<p>Skipped: {html.escape('; '.join(skipped))}</p>" if skipped else ""
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{note}"

@@ -30,6 +30,8 @@ Three sections, measured in one run and written to one tidy CSV (``--csv``, a ``
 
 Peak memory: :func:`rcteach.tools.memory.peak_memory_mb`, one extra untimed call after the timed ones.
 ``--grid``: the authors' whole grid side by side with their code (:mod:`rcteach.tools.bench_grid`).
+``--threads``: the README's ``check`` in a default environment against pinned threads
+(:mod:`rcteach.tools.bench_threads`).
 
 Presets: ``--quick`` (T <= 256, a few seconds), the default (T up to 1024), and
 ``--gpu-suite`` (CUDA, T up to 16384 within a time budget; see scripts/gpu_benchmark.sh).
@@ -41,7 +43,6 @@ import csv
 import math
 import os
 import statistics
-import sys
 import time
 
 import torch
@@ -54,7 +55,7 @@ from ..matfree import stable_rank as matfree_stable_rank
 from ..metrics import spectrum, stable_rank
 from ..theory import LN2
 from ..width import width_stable_ranks
-from ._args import checked_device
+from ._args import UsageError, checked_device, distinct
 from .memory import peak_memory_mb
 
 __all__ = ["CASES", "PRESETS", "run", "run_depth", "fit_exponent", "fits", "suite", "format_rows", "write_csv",
@@ -348,20 +349,36 @@ def write_csv(rows: list[dict], path) -> None:
                              for k in FIELDS})
 
 
+_NOT_WITH_GRID = ("quick", "gpu_suite", "sizes", "depths", "batch", "repeats", "device", "dtype", "budget", "csv")
+
+
+def _check_options(args) -> None:
+    """Refuse contradictory options before anything runs: --grid takes only --official (and --official needs
+    --grid); a size or depth given twice."""
+    given = [k for k in _NOT_WITH_GRID if getattr(args, k, None) not in (None, False)]
+    if getattr(args, "grid", False) and given:
+        raise UsageError(f"--grid times the authors' whole grid and takes only --official; "
+                         f"--{given[0].replace('_', '-')} does not apply to it")
+    if not getattr(args, "grid", False) and getattr(args, "official", None):
+        raise UsageError("--official needs --grid")
+    if getattr(args, "official", None) and not os.path.isfile(os.path.join(args.official, "stable_ranks.py")):
+        raise UsageError(f"--official: {args.official} is not a checkout of the Mind-the-Gap code (no stable_ranks.py)")
+    distinct("--sizes", getattr(args, "sizes", None))
+    distinct("--depths", getattr(args, "depths", None))
+
+
 def main(args) -> int:
+    _check_options(args)
+    if getattr(args, "threads", False):
+        from .bench_threads import format_threads, threads_side_by_side
+
+        print(format_threads(threads_side_by_side(repeats=args.repeats or 1)))
+        return 0
     if getattr(args, "grid", False):
         from .bench_grid import format_grid, grid_side_by_side
 
-        try:
-            res = grid_side_by_side(args.official)
-        except ValueError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
-        print(format_grid(res))
+        print(format_grid(grid_side_by_side(args.official)))
         return 0
-    if getattr(args, "official", None):
-        print("error: --official needs --grid", file=sys.stderr)
-        return 2
     preset = "gpu" if getattr(args, "gpu_suite", False) else "quick" if getattr(args, "quick", False) else "default"
     device = args.device
     if preset == "gpu" and device is None:
@@ -372,7 +389,10 @@ def main(args) -> int:
         budget = 360.0
     partial = writer = None
     if args.csv:  # rows land on disk as they finish, so a killed run keeps them
-        partial = open(args.csv + ".partial", "w", newline="")
+        try:
+            partial = open(args.csv + ".partial", "w", newline="")
+        except OSError as err:
+            raise UsageError(f"--csv: cannot write {args.csv}.partial: {err.strerror or err}") from None
         writer = csv.DictWriter(partial, fieldnames=FIELDS)
         writer.writeheader()
 

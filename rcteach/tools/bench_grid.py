@@ -207,6 +207,10 @@ def format_grid(res: dict) -> str:
     lines.append(f"  floor         : {f['import_s']:.1f} s starting Python and importing torch + {f['eig_s']:.1f} s of tridiagonal reductions "
                  f"(one per stable rank) = {f['total_s']:.1f} s CPU: no exact computation in one torch process "
                  f"can beat {res['ratio_floor']:.1f}x")
-    lines.append("  load average  : {:.2f} {:.2f} {:.2f} before, {:.2f} {:.2f} {:.2f} after".format(
-        *res["load_before"], *res["load_after"]))
+    lines.append(load_line(res["load_before"], res["load_after"]))
     return "\n".join(lines)
+
+
+def load_line(before, after) -> str:
+    """The load averages (1, 5, 15 min) before and after a timed run, as one line of a report."""
+    return "  load average  : {:.2f} {:.2f} {:.2f} before, {:.2f} {:.2f} {:.2f} after".format(*before, *after)

@@ -1,7 +1,8 @@
 """Command line: ``python -m rcteach check`` runs the theory checks, ``bench`` the benchmark.
 
 Exit status (set once, in :func:`main`): 0 success, 1 a check failed, a mutant survived or a
-submission could not be graded, 2 a usage error, 3 an internal error (``--verbose``: the traceback).
+submission could not be graded, 2 a usage error, 3 an internal error (``--verbose``: the traceback),
+130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -10,17 +11,19 @@ import argparse
 import fnmatch
 import json
 import math
+import os
 import sys
 import time
 import traceback
 from dataclasses import dataclass
 
+from .. import __version__
 from ..checks import mutants_table, registry, results_table, run_check
 from ..checks.registry import Check
 from . import _args as arg
 from ._args import UsageError
 
-PROG = "python -m rcteach"
+PROG = "rcteach" if os.path.basename(sys.argv[0]) == "rcteach" else "python -m rcteach"  # the console script, or -m
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,8 @@ class CheckError:
     check: Check
     error: str  # "<type>: <message>"
     passed = False
+    verdict = "ERROR"
+    skipped = None
     mutants = ()
 
     def as_dict(self) -> dict:
@@ -91,14 +96,17 @@ def _check(args) -> int:
         from tqdm.auto import tqdm
 
         names = tqdm(names, desc=f"theory checks ({args.mode})", unit="check")
-    results = [_run(n, args.mode, device) for n in names]
+    try:
+        results = [_run(n, args.mode, device) for n in names]
+    finally:
+        getattr(names, "close", lambda: None)()  # the progress bar ends its line, also on Ctrl-C
     if args.json:
-        rows = [{"verdict": "PASS" if r.passed else "FAIL", **r.as_dict()} for r in results]
+        rows = [{"verdict": r.verdict, **r.as_dict()} for r in results]
         print(json.dumps([strict_row(row) for row in rows], indent=2, allow_nan=False))
     else:
         print(f"theory checks, {args.mode} mode, device {device}" + (", mutants" if args.mutants else ""))
         print(_text(results, args.mutants))
-    passed = all(r.passed for r in results)
+    passed = all(r.verdict in ("PASS", "SKIPPED") for r in results)  # a missing optional extra fails nothing
     if args.mutants:  # a mutant run also needs the checks themselves to pass
         passed = passed and all(m["killed"] for r in results for m in r.mutants)
     return 0 if passed else 1
@@ -111,28 +119,40 @@ def _bench(args) -> int:
 
 
 def _sweep(args) -> int:
-    from ..grid import run_grid
-    from .sweep import executor_from
+    import importlib.util
 
-    if args.device is not None and not args.dask:
-        arg.checked_device(args.device)
-    client = executor_from(args.dask) if args.dask else None
+    from ..grid import run_grid
+    from ..sweep_store import DiskFull
+
+    if args.dask and importlib.util.find_spec("distributed") is None:
+        raise UsageError("--dask needs dask: pip install 'rcteach[cluster]' (or -r requirements-cluster.txt)")
+    if args.device is not None and (args.dask is None or args.dask.startswith("local:")):
+        arg.checked_device(args.device)  # the points run on this machine
     start = time.perf_counter()
     try:
-        table = run_grid(args.out, args.configs, T=args.T, gamma=args.gamma, depth=args.depth, seeds=args.seeds,
-                         base_seed=args.base_seed, authors_skip=args.authors_skip, dtype=args.dtype,
-                         device=args.device, executor=client, force=args.force, progress=not args.quiet)
-    except ValueError as err:  # other settings in OUT, an unknown configuration: the arguments are at fault
+        table = run_grid(args.out, args.configs, T=arg.distinct("--T", args.T), gamma=arg.distinct("--gamma", args.gamma),
+                         depth=args.depth, seeds=args.seeds, base_seed=args.base_seed, authors_skip=args.authors_skip,
+                         dtype=args.dtype, device=args.device, executor=args.dask, force=args.force,
+                         progress=not args.quiet)
+    except DiskFull as err:  # the points finished so far are stored: rerun with space
+        print(f"{PROG} sweep: {err.strerror}", file=sys.stderr)
+        return 1
+    except ValueError as err:  # bad settings, other settings in OUT, OUT in use or damaged: exit 2
         raise UsageError(str(err)) from err
-    finally:
-        if client is not None:
-            client.close()
     print(f"grid: {len(table)} rows in {args.out}/depth.csv ({time.perf_counter() - start:.1f} s)")
     return 0
 
 
+DESCRIPTION = ("rcteach: rank collapse in attention layers, taught and checked. Run the theory checks, time the "
+               "kit, run the authors' depth grid, write the book's chapters as notebooks, build and grade assignments.")
+EPILOG = ("exit status: 0 success; 1 a check failed, a mutant survived or a submission could not be graded; "
+          "2 a usage error; 3 an internal error (--verbose shows the traceback); 130 interrupted (Ctrl-C). "
+          "Threads: one torch thread unless RCTEACH_THREADS or OMP_NUM_THREADS says otherwise.")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__)
+    parser = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION, epilog=EPILOG)
+    parser.add_argument("--version", action="version", version=f"rcteach {__version__}")
     parser.add_argument("--verbose", action="store_true", help="show the traceback of an internal error (exit 3)")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -152,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     preset.add_argument("--quick", action="store_true", help="small sizes (T <= 256), a few seconds")
     preset.add_argument("--gpu-suite", action="store_true",
                         help="CUDA, T up to 16384 within --budget seconds (scripts/gpu_benchmark.sh)")
-    bench.add_argument("--sizes", type=arg.positive_int, nargs="+", default=None, help="values of T (default: the preset's)")
+    bench.add_argument("--sizes", type=arg.token_count, nargs="+", default=None, help="values of T (default: the preset's)")
     bench.add_argument("--depths", type=arg.positive_int, nargs="+", default=None, help="depths of the depth section")
     bench.add_argument("--batch", type=arg.positive_int, default=None, help="batch of independent matrices")
     bench.add_argument("--repeats", type=arg.positive_int, default=None, help="timed repeats (median reported)")
@@ -166,30 +186,35 @@ def build_parser() -> argparse.ArgumentParser:
                        help="time the authors' 25-configuration grid (rcteach.grid), side by side with --official")
     bench.add_argument("--official", type=arg.existing_dir, default=None, metavar="PATH",
                        help="with --grid: a checkout of the official Mind-the-Gap code, timed in the same run")
+    bench.add_argument("--threads", action="store_true",
+                       help="time the README's `check` with no thread variable set against OMP_NUM_THREADS=1, each "
+                            "in fresh processes (--repeats pairs; target ratio <= 1.2)")
     bench.set_defaults(func=_bench)
 
     sweep = sub.add_parser("sweep", help="run the authors' 25-configuration depth grid (rcteach.grid) into OUT/depth.csv")
-    sweep.add_argument("out", help="folder for depth.csv and its settings depth.json (rerun: resumes)")
+    sweep.add_argument("out", type=arg.output_dir,
+                       help="folder for depth.csv, its settings depth.json and its store depth.points/ (rerun: resumes)")
     sweep.add_argument("--configs", default="all", help="'all' (default) or NAME,NAME,... of rcteach.grid.CONFIGS")
-    sweep.add_argument("--T", type=arg.positive_int, nargs="+", default=None, help="token counts (default 20 40 60 80 100 150)")
-    sweep.add_argument("--gamma", type=arg.positive_float, nargs="+", default=None, help="T/d ratios (default 1 0.5 0.2)")
+    sweep.add_argument("--T", type=arg.token_count, nargs="+", default=None, help="token counts (default 20 40 60 80 100 150)")
+    sweep.add_argument("--gamma", type=arg.ratio, nargs="+", default=None, help="T/d ratios in (0, 1] (default 1 0.5 0.2)")
     sweep.add_argument("--seeds", type=arg.positive_int, default=5, help="runs per point (default 5, as the authors)")
     sweep.add_argument("--depth", type=arg.positive_int, default=10, help="layers, every one recorded (default 10)")
-    sweep.add_argument("--base-seed", type=arg.nonnegative_int, default=0, help="another independent replicate of the grid")
+    sweep.add_argument("--base-seed", type=arg.seed, default=0, help="another independent replicate of the grid")
     sweep.add_argument("--authors-skip", action="store_true",
                        help="reproduce the authors' doubled skip block (output x 2 in the '+ skip' configurations)")
     sweep.add_argument("--dtype", choices=["float32", "float64"], default="float32", help="working precision")
     sweep.add_argument("--device", type=arg.device_name, default=None,
-                       help="torch device of each worker (e.g. cuda; checked here unless --dask)")
-    sweep.add_argument("--dask", default=None, metavar="ADDRESS",
+                       help="torch device of each worker (e.g. cuda; checked here unless --dask names a scheduler)")
+    sweep.add_argument("--dask", type=arg.dask_address, default=None, metavar="ADDRESS",
                        help="run the points on a dask scheduler at ADDRESS, or 'local:N' for N local workers "
                             "(pip install rcteach[cluster])")
     sweep.add_argument("--force", action="store_true", help="start a new table if OUT holds one with other settings")
     sweep.add_argument("--quiet", action="store_true", help="no progress bar")
     sweep.set_defaults(func=_sweep)
 
-    from . import grading, student  # student-copy (needs jupytext); assign, grade (need otter-grader)
+    from . import grading, notebooks, student  # assign, grade (need otter-grader); grading's sandbox loads only to grade
 
+    notebooks.add_subcommand(sub)
     student.add_subcommand(sub)
     grading.add_subcommands(sub)
     for command in sub.choices.values():  # --verbose after the command too (SUPPRESS keeps one given before it)
@@ -202,7 +227,8 @@ def main(argv=None) -> int:
 
     0 success; 1 a check failed, a mutant survived or a submission could not be graded; 2 a usage
     error (argparse's convention; also a bad value found after parsing, :class:`UsageError`); 3 an
-    internal error (an unexpected exception: one line on stderr, the traceback with ``--verbose``).
+    internal error (an unexpected exception: one line on stderr, the traceback with ``--verbose``);
+    130 (128 + SIGINT, the shell's convention) when interrupted with Ctrl-C: one line, no traceback.
     """
     parser = build_parser()
     try:
@@ -211,6 +237,9 @@ def main(argv=None) -> int:
         return stop.code or 0
     try:
         return args.func(args)
+    except KeyboardInterrupt:
+        print(f"{PROG} {args.command}: interrupted", file=sys.stderr)
+        return 130
     except UsageError as err:
         print(f"{PROG} {args.command}: error: {err}", file=sys.stderr)
         return 2

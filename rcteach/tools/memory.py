@@ -6,13 +6,13 @@ returned to the OS (``malloc_trim``), the kernel's peak-RSS mark is reset (``/pr
 and the peak resident set size VmHWM above the pre-call VmRSS is reported: every page the call
 touched, including LAPACK workspaces and allocator slack, to page granularity (MiB values below
 about 0.1 are noise).  Elsewhere the ``ru_maxrss`` increase is used, which is 0 when the call stays
-under the process's earlier high-water mark.
+under the process's earlier high-water mark; on Windows (no ``resource`` module) NaN.
 """
 
 from __future__ import annotations
 
 import ctypes
-import resource
+import math
 import sys
 from collections.abc import Callable
 
@@ -66,6 +66,11 @@ def peak_memory_mb(fn: Callable[[], object], device) -> float:
         peak = _proc_status()["VmHWM"] - base
         del out
         return max(peak, 0) / 2 ** 20
+    try:
+        import resource  # POSIX only
+    except ImportError:  # Windows: no peak memory without psutil
+        fn()
+        return math.nan
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # the process's high-water mark
     out = fn()
     after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

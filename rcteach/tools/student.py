@@ -20,7 +20,7 @@ import copy
 import pathlib
 import re
 
-from ._args import existing_file
+from ._args import UsageError, chapter_file, output_dir
 
 __all__ = ["SOLUTION_TAG", "is_solution_cell", "strip_solution_admonitions", "strip_solutions", "student_copy"]
 
@@ -86,34 +86,61 @@ def student_copy(path, out_dir, *, to="md") -> pathlib.Path:
     ``to="md"`` keeps the MyST-Markdown format (with the chapter's jupytext header); ``to="ipynb"``
     writes a notebook without outputs.  Returns the path written (same stem as ``path``).
     """
-    import jupytext
+    target = _target(path, out_dir, to)
+    _write(strip_solutions(_read(path)), target, to)
+    return target
 
+
+def _target(path, out_dir, to) -> pathlib.Path:
+    """Where the student copy of ``path`` goes; ValueError if ``path`` is no chapter or would be overwritten."""
     path = pathlib.Path(path)
     if not path.is_file():
         raise ValueError(f"path {path} does not exist")
     if to not in _FORMATS:
         raise ValueError(f"to must be one of {sorted(_FORMATS)}, got {to!r}")
-    fmt, ext = _FORMATS[to]
-    nb = strip_solutions(jupytext.read(path))
-    out_dir = pathlib.Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / (path.stem + ext)
+    target = pathlib.Path(out_dir) / (path.stem + _FORMATS[to][1])
     if target.resolve() == path.resolve():
-        raise ValueError(f"the student copy would overwrite {path}: choose another out_dir")
-    jupytext.write(nb, target, fmt=fmt)
+        raise ValueError(f"the student copy would overwrite {path}: choose another out_dir (-o)")
     return target
 
 
+def _read(path):
+    """The notebook ``path``, read with jupytext; ValueError naming it when it is not one."""
+    import jupytext
+
+    try:
+        return jupytext.read(path)
+    except Exception as err:  # jupytext and nbformat raise many kinds for a damaged file
+        raise ValueError(f"path {path} is not a notebook jupytext can read ({type(err).__name__}: {err})") from None
+
+
+def _write(nb, target: pathlib.Path, to: str) -> None:
+    import jupytext
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    jupytext.write(nb, target, fmt=_FORMATS[to][0])
+
+
 def _main(args) -> int:
-    for path in args.paths:
-        print(student_copy(path, args.output, to=args.to))
+    """Check every chapter and where its copy goes, read them all, and only then write."""
+    try:
+        targets = [_target(path, args.output, args.to) for path in args.paths]
+        twice = {t for t in targets if targets.count(t) > 1}
+        if twice:
+            raise ValueError(f"paths: two chapters would both be written to {sorted(map(str, twice))[0]}")
+        notebooks = [strip_solutions(_read(path)) for path in args.paths]
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    for nb, target in zip(notebooks, targets):
+        _write(nb, target, args.to)
+        print(target)
     return 0
 
 
 def add_subcommand(sub) -> None:
     """Register ``student-copy`` on the rcteach CLI's subparsers."""
     p = sub.add_parser("student-copy", help="write chapters without their exercise solutions")
-    p.add_argument("paths", type=existing_file, nargs="+", help="chapters (book/*.md)")
-    p.add_argument("-o", "--output", required=True, help="output folder")
+    p.add_argument("paths", type=chapter_file, nargs="+", help="chapters (book/*.md, or .ipynb notebooks)")
+    p.add_argument("-o", "--output", type=output_dir, required=True, help="output folder")
     p.add_argument("--to", choices=sorted(_FORMATS), default="md", help="output format (default md)")
     p.set_defaults(func=_main)

@@ -1,8 +1,9 @@
 """Course assignments: build them with otter-grader, grade them so that a submission cannot change its verdict.
 
 The master notebooks live in ``assignments/<name>/<name>.ipynb`` (Otter Assign format: solutions,
-public and hidden tests) next to ``key.py``, the answer key of the trusted grader.  Needs the
-optional extra ``pip install -e .[assign]`` (otter-grader) and, to grade, bubblewrap (``bwrap``).
+public and hidden tests) next to ``key.py``, the answer key of the trusted grader; an installed
+rcteach ships them (:data:`ASSIGNMENTS_DIR`).  Needs the optional extra ``pip install
+'rcteach[assign]'`` (otter-grader, ipykernel) and, to grade, Linux with bubblewrap (``bwrap``).
 
 * :func:`assign_all` runs ``otter assign`` on every master notebook and writes, per assignment,
   ``<build>/<name>/student/`` (the notebook handed out; students run the public tests with
@@ -31,6 +32,7 @@ import json
 import math
 import os
 import pathlib
+import platform
 import random
 import secrets
 import shutil
@@ -39,19 +41,34 @@ import sys
 import tempfile
 import zipfile
 
-from .._args import UsageError, existing_dir, existing_path, positive_float
-from . import answers, gradescope, harness, intake, sandbox, verdict
+from ... import _extras, _files
+from .._args import UsageError, existing_dir, existing_path, output_dir, positive_float
+from . import answers, gradescope, harness, intake, verdict
 
 __all__ = ["ASSIGNMENTS_DIR", "masters", "assign", "assign_all", "grade", "question_points"]
 
-ASSIGNMENTS_DIR = pathlib.Path(__file__).resolve().parents[3] / "assignments"
+#: The masters: shipped with an installed rcteach, the repository's ``assignments/`` in a checkout.
+ASSIGNMENTS_DIR = _files.assignments_dir()
+#: The sandbox backends of :mod:`.sandbox` (``auto`` chooses by a probe).
+BACKENDS = ("auto", "bwrap", "container")
+
+
+def _sandbox():
+    """:mod:`.sandbox`, imported when grading (it needs Linux: ``resource``, bubblewrap), so that every
+    other command works on Windows and macOS.  An ImportError saying so where it cannot load."""
+    try:
+        from . import sandbox
+    except ImportError as err:
+        raise ImportError(f"grading runs each submission in a bubblewrap sandbox, which needs Linux; this system "
+                          f"({platform.system()}) lacks the module {err.name or err}") from err
+    return sandbox
 
 
 def _otter() -> list[str]:
     """The otter command of this interpreter's environment."""
     exe = pathlib.Path(sys.executable).with_name("otter")
     if not exe.exists():
-        raise RuntimeError("otter-grader is not installed: pip install -e '.[assign]'")
+        raise RuntimeError(f"otter-grader is not installed: {_extras.install_line('assign')}")
     return [str(exe)]
 
 
@@ -226,6 +243,7 @@ def grade(submission, autograder, *, timeout=600, output_dir=None, cell_timeout=
     submission, folder = pathlib.Path(submission), _autograder_dir(autograder)
     if not (isinstance(timeout, (int, float)) and timeout > 0):
         raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
+    sandbox = _sandbox()
     if cell_timeout is not None and not (isinstance(cell_timeout, (int, float)) and cell_timeout > 0):
         raise ValueError(f"cell_timeout must be a number of seconds > 0, got {cell_timeout!r}")
     protected = [folder, ASSIGNMENTS_DIR]
@@ -270,6 +288,7 @@ def grade(submission, autograder, *, timeout=600, output_dir=None, cell_timeout=
 
 def _run_cells(cells, asks, limits, cell_seconds, kind) -> sandbox.Outcome:
     """Run the code ``cells`` in a fresh sandbox of backend ``kind`` and collect its answers to ``asks``."""
+    sandbox = _sandbox()
     with tempfile.TemporaryDirectory(prefix="rcteach-grade-") as tmp:
         notebook = {"nbformat": 4, "nbformat_minor": 4, "metadata": {},
                     "cells": [{"cell_type": "code", "metadata": {}, "source": c, "outputs": [], "execution_count": None}
@@ -296,7 +315,7 @@ def _hidden_from_other_users(folders) -> None:
             continue
         readable = [p for p in path.rglob("*") if p.is_file() and p.stat().st_mode & 0o004]
         if readable:
-            raise sandbox.SandboxUnavailable(
+            raise _sandbox().SandboxUnavailable(
                 f"{path} holds solutions and other users can read {readable[0]}, so the container backend's sandbox "
                 f"user could: make it private first (chmod -R go-rwx {path})")
 
@@ -333,6 +352,10 @@ def _submissions(paths) -> list[pathlib.Path]:
 
 def _main_grade(args) -> int:
     """Grade each submission; one that cannot be graded is reported (why) and the exit status is 1."""
+    try:
+        sandbox = _sandbox()
+    except ImportError as err:  # Windows: the same for every submission
+        raise UsageError(str(err)) from err
     rows, failed = [], 0
     try:
         for sub in _submissions(args.submissions):
@@ -383,7 +406,8 @@ def _autograder_arg(text: str) -> str:
 def add_subcommands(sub) -> None:
     """Register ``assign`` and ``grade`` on the rcteach CLI's subparsers."""
     a = sub.add_parser("assign", help="build student notebooks and autograders from assignments/ (otter assign)")
-    a.add_argument("-o", "--output", default="_build/assignments", help="build folder (default _build/assignments)")
+    a.add_argument("-o", "--output", type=output_dir, default="_build/assignments",
+                   help="build folder (default _build/assignments)")
     a.add_argument("--source", type=existing_dir, default=str(ASSIGNMENTS_DIR), help="folder of <name>/<name>.ipynb masters")
     a.add_argument("--no-run-tests", action="store_true", help="do not check the solutions against the tests")
     a.set_defaults(func=_main_assign)
@@ -393,7 +417,7 @@ def add_subcommands(sub) -> None:
     g.add_argument("--timeout", type=positive_float, default=600, help="wall-clock (and CPU) limit per submission in seconds")
     g.add_argument("--cell-timeout", type=positive_float, default=None,
                    help="soft limit per cell and per answer in seconds (default: --timeout)")
-    g.add_argument("--backend", choices=sandbox.BACKENDS, default="auto",
+    g.add_argument("--backend", choices=BACKENDS, default="auto",
                    help="bwrap (user namespaces), container (root in a fresh container: runs the submission as an "
                         "unprivileged user), or auto (bwrap where it works, else container as root)")
     g.add_argument("-o", "--output", default=None, help="folder for scores.csv and each submission's results JSON")
@@ -408,5 +432,5 @@ def add_subcommands(sub) -> None:
     r = sub.add_parser("gradescope-run", help="(inside Gradescope's container) grade ROOT/submission into ROOT/results")
     r.add_argument("root", type=existing_dir, help="the autograder root (/autograder on Gradescope)")
     r.add_argument("--timeout", type=positive_float, default=600, help="wall-clock (and CPU) limit in seconds")
-    r.add_argument("--backend", choices=sandbox.BACKENDS, default="auto", help="the sandbox backend (default auto)")
+    r.add_argument("--backend", choices=BACKENDS, default="auto", help="the sandbox backend (default auto)")
     r.set_defaults(func=_main_gradescope_run)

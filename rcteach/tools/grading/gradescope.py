@@ -81,14 +81,14 @@ def requirements() -> str:
 
 
 def add_project(zf: zipfile.ZipFile, prefix: str = PROJECT) -> None:
-    """Add rcteach's installable source (``pyproject.toml``, ``README.md``, the package without
+    """Add rcteach's installable source (``pyproject.toml``, ``README.md``, ``LICENSE``, the package without
     caches) under ``prefix/`` of ``zf``: no master notebooks, tests or book."""
     from . import PACKAGE_DIR
 
     root = PACKAGE_DIR.parent
     if not (root / "pyproject.toml").is_file():
         raise RuntimeError(f"rcteach's source tree is needed to write an autograder (no pyproject.toml in {root})")
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):  # what pyproject.toml names (readme, license-files)
         zf.write(root / name, f"{prefix}/{name}")
     for path in sorted(PACKAGE_DIR.rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":

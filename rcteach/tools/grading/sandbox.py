@@ -55,13 +55,13 @@ import sys
 import tempfile
 import time
 
+from . import BACKENDS
 from . import cgroup as _cgroup
 from . import seccomp
 from .answers import printable
 
 __all__ = ["BACKENDS", "Limits", "Outcome", "SandboxUnavailable", "available", "resolve", "run"]
 
-BACKENDS = ("auto", "bwrap", "container")
 WALLS = pathlib.Path(__file__).resolve().with_name("walls.py")
 #: World-writable folders where the container backend's user may leave files, swept after each run.
 SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")

@@ -1,0 +1,66 @@
+"""The book's chapters as clean Jupyter notebooks, for students without the repository.
+
+``python -m rcteach notebooks DIR`` writes every chapter shipped with the package
+(:func:`rcteach._files.chapters`) as ``DIR/<chapter>.ipynb``: no outputs (run them in JupyterLab),
+the exercises' solutions collapsed as in the book (dropdown admonitions, solution code cells
+hidden), not paired with a MyST source.  :func:`clean_notebook` is also the book's ``.ipynb``
+download (``book/_ext/notebook_download.py``), so both give the same notebook.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+from .. import _files
+from ._args import UsageError
+
+__all__ = ["clean_notebook", "write_notebooks", "add_subcommand"]
+
+
+def clean_notebook(path):
+    """Chapter ``path`` (a MyST notebook ``.md``) as an nbformat notebook without outputs and without
+    jupytext's pairing metadata (a plain ``.ipynb``), solutions collapsed as in the chapter."""
+    import jupytext
+
+    notebook = jupytext.read(path)
+    notebook.metadata.pop("jupytext", None)
+    return notebook
+
+
+def write_notebooks(out_dir, *, force=False) -> list[pathlib.Path]:
+    """Write every chapter as ``out_dir/<name>.ipynb`` (:func:`clean_notebook`); returns the paths.
+
+    An existing notebook of the same name is a ValueError listing them (a student's work would be
+    lost), unless ``force=True``.
+    """
+    import jupytext
+
+    chapters = _files.chapters()
+    out_dir = pathlib.Path(out_dir)
+    targets = [out_dir / f"{chapter.stem}.ipynb" for chapter in chapters]
+    existing = [t.name for t in targets if t.exists()]
+    if existing and not force:
+        raise ValueError(f"{out_dir} already holds {', '.join(existing)}: choose another folder, or force=True "
+                         "(--force) to overwrite them")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for chapter, target in zip(chapters, targets):
+        jupytext.write(clean_notebook(chapter), target, fmt="ipynb")
+    return targets
+
+
+def _main(args) -> int:
+    try:
+        written = write_notebooks(args.out, force=args.force)
+    except ValueError as err:
+        raise UsageError(str(err)) from err
+    print(f"wrote {len(written)} chapters as notebooks into {args.out} (no outputs, solutions collapsed); "
+          f"open them with: jupyter lab {args.out}")
+    return 0
+
+
+def add_subcommand(sub) -> None:
+    """Register ``notebooks`` on the rcteach CLI's subparsers."""
+    p = sub.add_parser("notebooks", help="write every chapter of the book as a clean Jupyter notebook into OUT")
+    p.add_argument("out", metavar="OUT", help="folder for the notebooks (created if missing)")
+    p.add_argument("--force", action="store_true", help="overwrite notebooks of the same name in OUT")
+    p.set_defaults(func=_main)
