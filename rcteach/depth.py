@@ -23,8 +23,7 @@ import torch
 from . import _deprecation, _validate
 from .attention import ATTENTIONS  # noqa: F401 (re-exported: its home is rcteach.attention)
 from .device import make_generator, resolve
-from .layers import VALUES, LayerConfig, LayerWeights, check_weight, draw_keep, draw_weights, forward  # noqa: F401 (VALUES)
-from .masks import check_batch_mask
+from .layers import VALUES, LayerConfig, LayerWeights, check_weight, draw_keep, draw_weights, forward, on_tokens  # noqa: F401 (VALUES)
 from .metrics import frobenius_norm, mu_unchecked, squared_singular_values, stable_rank_from_squared, unit_scaled
 
 __all__ = ["Trajectory", "LayerGradients", "propagate", "weight_gradients"]
@@ -85,8 +84,8 @@ def _metrics(X):
 def _setup(X0, depth, layer_options, *, W_Q=None, W_K=None, W_V=None, seed=None, generator=None, device=None,
            dtype=None):
     """Validate the inputs of :func:`propagate` once: X0 on its device and dtype, depth, the
-    :class:`LayerConfig` of ``layer_options`` with its mask on that device, the explicit weights (as a
-    :class:`LayerWeights`) and the generator."""
+    :class:`LayerConfig` of ``layer_options`` with its mask and logit bias on that device, the explicit
+    weights (as a :class:`LayerWeights`) and the generator."""
     X0 = _validate.matrix("X0", X0, min_rows=2)
     depth = _validate.integer("depth", depth, minimum=0)
     config = LayerConfig(**layer_options)
@@ -95,8 +94,7 @@ def _setup(X0, depth, layer_options, *, W_Q=None, W_K=None, W_V=None, seed=None,
     X0 = X0.to(device=device, dtype=dtype)
     *batch, T, d = X0.shape
     batch = tuple(batch)
-    if config.mask is not None:
-        config = replace(config, mask=check_batch_mask(config.mask, X0, x_name="X0"))
+    config = on_tokens(config, X0, x_name="X0")
     if config.attention == "iid":
         for name, W in (("W_Q", W_Q), ("W_K", W_K)):
             if W is not None:
@@ -147,11 +145,26 @@ def _warn_zero(norm):
                          "use rcteach.grid (which keeps the scale apart, in log_norm)", stacklevel=5)
 
 
-def _run(X0, config, draws, keep_states):
-    """Run the layers with the weights ``draws``; return the Trajectory and the last state."""
+def _schedule(config, masks, X0, depth):
+    """The config of every layer: ``config`` throughout, or with layer l's mask ``masks[l % len(masks)]``
+    (each validated against X0 and moved to its device)."""
+    if masks is None:
+        return [config] * depth
+    if config.mask is not None:
+        raise ValueError("pass mask (the same at every layer) or masks (one per layer, cycled), not both")
+    if isinstance(masks, torch.Tensor) or not isinstance(masks, (list, tuple)) or not masks:
+        raise TypeError("masks must be a non-empty list or tuple of boolean (T, T) masks, one per layer "
+                        "(cycled when shorter than depth)")
+    configs = [on_tokens(replace(config, mask=m), X0, x_name="X0") for m in masks]
+    return [configs[layer % len(configs)] for layer in range(depth)]
+
+
+def _run(X0, configs, draws, keep_states):
+    """Run the layers (layer l with ``configs[l]``) with the weights ``draws``; return the Trajectory and the
+    last state."""
     X = X0
     states, metrics = [X], [_metrics(X)]
-    for w in draws:
+    for config, w in zip(configs, draws):
         X = forward(X, config, w)
         metrics.append(_metrics(X))
         if keep_states:
@@ -162,7 +175,7 @@ def _run(X0, config, draws, keep_states):
     return Trajectory(mu, sr, sr_gram, norm, torch.stack(states) if keep_states else None), X
 
 
-def propagate(X0, depth, *, W_Q=None, W_K=None, W_V=None, shared=False, seed=None, generator=None,
+def propagate(X0, depth, *, W_Q=None, W_K=None, W_V=None, shared=False, masks=None, seed=None, generator=None,
               keep_states=False, device=None, dtype=None, **layer_options) -> Trajectory:
     """Propagate tokens X0 through ``depth`` attention layers at initialisation.
 
@@ -179,7 +192,8 @@ def propagate(X0, depth, *, W_Q=None, W_K=None, W_V=None, shared=False, seed=Non
     **layer_options
         The fields of :class:`rcteach.LayerConfig`, each with its default there: ``attention``
         ("iid" or "qk"), ``s2``, ``beta``, ``mask``, ``centred``, ``dropout``, ``norm``, ``skip``,
-        ``values``, ``value_var``, ``d_qk``.  With ``attention="qk"`` and the default weights, the
+        ``values``, ``value_var``, ``d_qk``, ``attention_scale``, ``norm_position``, ``logit_bias``.
+        With ``attention="qk"`` and the default weights, the
         logits of tokens of norm r have variance beta^2 s2 r^4 (``theory.logit_variance``): exactly
         beta^2 s2 for unit-norm tokens (orthonormal X0, or any layer after ``norm="rms"``).
         Dropout draws a fresh mask per layer (also with ``shared``); a row whose unmasked entries
@@ -191,6 +205,10 @@ def propagate(X0, depth, *, W_Q=None, W_K=None, W_V=None, shared=False, seed=Non
     shared : bool
         Draw the random weights once and use them at every layer (for ``"iid"`` the same logits,
         hence the same A, at every layer).  Default: fresh draws per layer.
+    masks : list of bool Tensors (T, T) or (*batch, T, T), optional
+        Time-varying masks: layer l (l = 0..depth-1) uses ``masks[l % len(masks)]`` (a periodic
+        schedule; pass ``depth`` masks for an arbitrary one).  Instead of ``mask``.
+        :func:`rcteach.masks.reach_mask` says which tokens reach which over a run of layers.
     seed : int, optional; generator : torch.Generator, optional
         Randomness (one of the two).
     keep_states : bool
@@ -208,7 +226,8 @@ def propagate(X0, depth, *, W_Q=None, W_K=None, W_V=None, shared=False, seed=Non
                                            generator=generator, device=device, dtype=dtype)
     shared = _validate.flag("shared", shared)
     keep_states = _validate.flag("keep_states", keep_states)
-    trajectory, _ = _run(X0, config, _draws(X0, depth, config, given, gen, shared=shared), keep_states)
+    configs = _schedule(config, masks, X0, depth)
+    trajectory, _ = _run(X0, configs, _draws(X0, depth, config, given, gen, shared=shared), keep_states)
     return trajectory
 
 
@@ -257,7 +276,7 @@ def weight_gradients(X0, depth, *, loss="norm", seed=None, generator=None, devic
         for w in layers:
             for k in names:
                 getattr(w, k).requires_grad_(True)
-        _, X = _run(X0, config, layers, keep_states=False)
+        _, X = _run(X0, [config] * depth, layers, keep_states=False)
         if loss == "norm":
             L = torch.linalg.matrix_norm(X).square()
         elif loss == "mu":

@@ -38,6 +38,8 @@ from .metrics import mu_unchecked
 __all__ = [
     "Equilibrium",
     "layer_map",
+    "embedded_example",
+    "embedded_radius",
     "tangent_basis",
     "tangent_jacobian",
     "spectral_radius",
@@ -369,3 +371,53 @@ def rank_k_equilibrium(k, *, N, q=0.8, steps=400, polish_steps=3, dtype=torch.fl
     X = iterate(X, W_V, B, steps=steps, mask=mask)
     X = polish(X, W_V, B, mask=mask, steps=polish_steps)
     return analyse(X, W_V, B, mask=mask)
+
+
+def embedded_example(N, d, *, q=0.8, r=0.5, seed=None, dtype=torch.float64, device=None):
+    """The triangular example (:func:`triangular_example`) in d >= N features and a random orthonormal basis.
+
+    With Z a Haar orthogonal (d, d) matrix and R a Haar orthogonal (d - N, d - N) one, returns
+    (W_V, B, X*) with W_V = Z^T diag(W, r R) Z, B = Z^T diag(B_N, 0) Z and X* = [I_N, 0] Z, (N, d).
+    Two facts make this the same counterexample (chapter "Equilibria of every rank"):
+
+    * a change of feature basis is harmless: F_{Z^T W Z, Z^T B Z}(X Z) = F_{W, B}(X) Z for any orthogonal Z,
+      since RMS normalisation and the logits X B X^T are invariant under it;
+    * zero activations are irrelevant: the d - N coordinates where X* is zero stay zero (W_V maps the first
+      N coordinates into themselves) and B does not see them, so X* is still a fixed point.  Only its
+      stability gains the new tangent directions: token m leaning into them is scaled by r / q^(m-1)
+      (:func:`embedded_radius`).
+    """
+    N = _validate.integer("N", N, minimum=2)
+    d = _validate.integer("d", d, minimum=N)
+    r = _validate.real("r", r, minimum=0.0)
+    device, dtype = resolve(device, dtype)
+    gen = make_generator(seed, None, device)
+    W, B_N = triangular_example(N, q=q, dtype=dtype, device=device)
+    W_V = torch.zeros(d, d, dtype=dtype, device=device)
+    B = torch.zeros(d, d, dtype=dtype, device=device)
+    W_V[:N, :N], B[:N, :N] = W, B_N
+    if d > N:
+        G = torch.randn(d - N, d - N, generator=gen, device=device, dtype=dtype)
+        R, Rr = torch.linalg.qr(G)
+        W_V[N:, N:] = r * R * torch.sign(Rr.diagonal())  # Haar orthogonal (the sign fix of the QR)
+    G = torch.randn(d, d, generator=gen, device=device, dtype=dtype)
+    Z, Zr = torch.linalg.qr(G)
+    Z = Z * torch.sign(Zr.diagonal())
+    X = torch.zeros(N, d, dtype=dtype, device=device)
+    X[:, :N] = torch.eye(N, dtype=dtype, device=device)
+    return Z.T @ W_V @ Z, Z.T @ B @ Z, X @ Z
+
+
+def embedded_radius(N, *, q=0.8, r=0.5) -> float:
+    """Tangent spectral radius of the full-rank equilibrium of :func:`embedded_example`: max(q, r / q^(N-1)).
+
+    At X = I the causal attention is uniform over 1..m and token m's output a_m X W_V = q^(m-1) e_m / m;
+    leaning it by eps f into the extra coordinates adds (1/m) eps f r R to the output, so after
+    normalisation the lean is scaled by r / q^(m-1) (times the rotation R); B does not see these
+    coordinates, so the attention weights do not move, and the Jacobian stays block triangular.  The
+    worst token is the last: stable iff q < 1 and r < q^(N-1).  Derived.
+    """
+    N = _validate.integer("N", N, minimum=2)
+    q = _validate.real("q", q, positive=True)
+    r = _validate.real("r", r, minimum=0.0)
+    return max(q, r / q ** (N - 1))

@@ -6,11 +6,17 @@ Introduced in chapter "Rank collapse in depth" (book/05_depth.md).
 (*batch, T, d), attention acts from the left)::
 
     A  = attention(X)                              # (*batch, T, T): "iid" or "qk", see LayerConfig
+                                                   # (logits + logit_bias, softmax over the mask)
+    A  = attention_scale * A                       # a constant after the softmax (default 1)
     A  = A * keep / (1 - p)   (dropout=p > 0)      # attention dropout, keep ~ Bernoulli(1 - p)
     Y  = A X W_V                                   # (*batch, T, d), see ``values``
     X' = Y            (skip=None)
        = X + skip * Y (skip a float)
     X' = normalise(X') (norm=None | "rms" | "layernorm"), token by token
+
+That is the post-norm layer (``norm_position="post"``, the default).  The pre-norm layer
+(``norm_position="pre"``, Pre-LN) normalises the attention's input instead and leaves the skip
+stream alone: with Z = normalise(X), A = attention(Z) and X' = X + skip * A Z W_V.
 
 Randomness (:func:`draw_weights`, then :func:`draw_keep`): first the attention's (logits, or W_Q then
 W_K), then W_V, then (dropout > 0) the dropout mask, each with its own draw per batch element, so a
@@ -34,9 +40,11 @@ from .norms import NORMS, normalise_unchecked
 from .theory import LN2
 from .tokens import orthogonal_matrix
 
-__all__ = ["VALUES", "LayerConfig", "LayerWeights", "check_weight", "draw_weights", "draw_keep", "layer"]
+__all__ = ["VALUES", "NORM_POSITIONS", "LayerConfig", "LayerWeights", "check_weight", "check_logit_bias", "draw_weights", "draw_keep", "layer",
+           "on_tokens"]
 
 VALUES = ("gaussian", "orthogonal", "identity")
+NORM_POSITIONS = ("post", "pre")
 
 
 @dataclass(frozen=True, eq=False)
@@ -59,6 +67,11 @@ class LayerConfig:
     values: str = "gaussian"  # W_V: "gaussian" N(0, value_var) entries, "orthogonal" (Haar), "identity" (no W_V)
     value_var: float = 1.0  # per-entry variance of Gaussian W_V (value_scale = value_var * d)
     d_qk: int | None = None  # query/key width of the drawn W_Q, W_K ("qk" only; default: d)
+    attention_scale: float = 1.0  # multiplies A after the softmax (and centring); sqrt(d) with value_var 1/d
+    #                               is the same layer in law as value_var 1 (W_V ~ N(0, 1))
+    norm_position: str = "post"  # "post": X' = norm(X + skip A X W_V);  "pre": X' = X + skip A(Z) Z W_V, Z = norm(X)
+    logit_bias: torch.Tensor | None = None  # (T, T) or (*batch, T, T) added to the logits, e.g. positional
+    #                                         (ALiBi: -m |i - j|); entries outside the mask do not matter
 
     def __post_init__(self):
         field = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731 (frozen)
@@ -82,6 +95,13 @@ class LayerConfig:
             if self.attention != "qk":
                 raise ValueError("d_qk applies only to attention='qk'")
             field("d_qk", _validate.integer("d_qk", self.d_qk, minimum=1))
+        field("attention_scale", _validate.real("attention_scale", self.attention_scale))
+        field("norm_position", _validate.choice("norm_position", self.norm_position, NORM_POSITIONS))
+        if self.norm_position == "pre" and (self.norm is None or self.skip is None):
+            raise ValueError("norm_position='pre' (Pre-LN) needs a norm ('rms' or 'layernorm') and a skip: "
+                             "X' = X + skip * A(Z) Z W_V with Z = norm(X)")
+        if self.logit_bias is not None:
+            check_logit_bias(self.logit_bias)
 
 
 @dataclass(frozen=True)
@@ -104,6 +124,27 @@ def check_weight(name, W, rows, cols, batch, *, x_name="X0") -> torch.Tensor:
         raise ValueError(f"{name} must have shape {want} or (*batch, {want[1:]}, got {tuple(W.shape)}")
     _validate.broadcast(name, W.shape[:-2], x_name, batch)
     return W
+
+
+def check_logit_bias(bias, X=None, *, x_name="X") -> torch.Tensor:
+    """Validate a logit bias: a real floating (T, T) or (*batch, T, T) tensor of finite entries (for tokens X
+    (*batch, T, d), of X's T and a batch shape that broadcasts to X's); returned on X's device and dtype."""
+    if not isinstance(bias, torch.Tensor) or not bias.is_floating_point():
+        raise TypeError(f"logit_bias must be a floating-point torch.Tensor, got "
+                        f"{type(bias).__name__ if not isinstance(bias, torch.Tensor) else bias.dtype}")
+    if bias.dim() < 2 or bias.shape[-1] != bias.shape[-2]:
+        raise ValueError(f"logit_bias must have shape (*batch, T, T), got {tuple(bias.shape)}")
+    if not bool(torch.isfinite(bias).all()):
+        raise ValueError("logit_bias must be finite (use a mask to forbid pairs)")
+    if X is None:
+        return bias
+    if bias.shape[-1] != X.shape[-2]:
+        raise ValueError(f"logit_bias must be {X.shape[-2]} x {X.shape[-2]} to match the tokens, got "
+                         f"{tuple(bias.shape)}")
+    if _validate.broadcast("logit_bias", bias.shape[:-2], x_name, X.shape[:-2]) != tuple(X.shape[:-2]):
+        raise ValueError(f"logit_bias's batch shape {tuple(bias.shape[:-2])} must broadcast to {x_name}'s "
+                         f"{tuple(X.shape[:-2])}, not enlarge it")
+    return bias.to(device=X.device, dtype=X.dtype)
 
 
 def _check_given(w: LayerWeights, config: LayerConfig, X) -> LayerWeights:
@@ -163,6 +204,16 @@ def draw_keep(config: LayerConfig, X, generator, weights: LayerWeights) -> Layer
     return replace(weights, keep=u >= config.dropout)
 
 
+def on_tokens(config: LayerConfig, X, *, x_name="X") -> LayerConfig:
+    """``config`` with its mask and logit bias validated against the tokens X (*batch, T, d) and moved to X's
+    device (the bias also to X's dtype)."""
+    if config.mask is not None:
+        config = replace(config, mask=check_batch_mask(config.mask, X, x_name=x_name))
+    if config.logit_bias is not None:
+        config = replace(config, logit_bias=check_logit_bias(config.logit_bias, X, x_name=x_name))
+    return config
+
+
 def layer(X, config: LayerConfig, *, weights: LayerWeights | None = None, generator=None) -> torch.Tensor:
     """One attention layer X (*batch, T, d) -> X' (same shape), as in the module doc.
 
@@ -174,8 +225,7 @@ def layer(X, config: LayerConfig, *, weights: LayerWeights | None = None, genera
     X = _validate.matrix("X", X, min_rows=2)
     if not isinstance(config, LayerConfig):
         raise TypeError(f"config must be a rcteach.LayerConfig, got {type(config).__name__}")
-    if config.mask is not None:
-        config = replace(config, mask=check_batch_mask(config.mask, X))
+    config = on_tokens(config, X)
     if weights is None:
         weights = LayerWeights()
     elif not isinstance(weights, LayerWeights):
@@ -191,16 +241,22 @@ def layer(X, config: LayerConfig, *, weights: LayerWeights | None = None, genera
 
 def forward(X, config: LayerConfig, w: LayerWeights) -> torch.Tensor:
     """The layer map with all its weights ``w`` drawn, on validated input (no checks: see :func:`layer`)."""
+    pre = config.norm_position == "pre"
+    Z = normalise_unchecked(X, config.norm) if pre else X  # the attention's input
     if config.attention == "iid":
         logits = config.beta * w.logits
     else:
-        logits = _qk_logits(X, w.W_Q, w.W_K, config.beta)
+        logits = _qk_logits(Z, w.W_Q, w.W_K, config.beta)
+    if config.logit_bias is not None:
+        logits = logits + config.logit_bias
     A = _attention_map(logits, config.mask, centred=config.centred)  # (*batch, T, T)
+    if config.attention_scale != 1.0:
+        A = config.attention_scale * A
     if w.keep is not None:
         A = A * w.keep / (1.0 - config.dropout)
-    Y = A @ X  # (*batch, T, d)
+    Y = A @ Z  # (*batch, T, d)
     if w.W_V is not None:
         Y = Y @ w.W_V
     if config.skip is not None:
         Y = X + config.skip * Y
-    return normalise_unchecked(Y, config.norm)
+    return Y if pre else normalise_unchecked(Y, config.norm)

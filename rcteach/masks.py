@@ -7,6 +7,12 @@ an edge j -> i for every allowed pair (information flows from the attended token
 self-loops are included when the diagonal is allowed.  Graph properties are computed with
 networkx on that directed graph.  :func:`consensus_rate` computes the rate at which uniform
 attention over a mask drives tokens to consensus (the linear consensus dynamics of the mask).
+
+Masks that change from layer to layer (``rcteach.propagate(..., masks=[...])``, chapter "Collapse
+under masks"): :func:`reach_mask` gives who reaches whom through a run of layers, :func:`union_mask`
+the union graph, :func:`window_centres` the tokens that reach everyone, and
+:func:`periodic_consensus_rate` the rate per period of uniform attention.  :func:`block_mask` and
+:func:`with_sinks` build block-diagonal masks and masks with attention sinks.
 """
 
 from __future__ import annotations
@@ -42,6 +48,13 @@ __all__ = [
     "centre_eccentricity",
     "consensus_rate",
     "consensus_transient_layer",
+    "block_mask",
+    "with_sinks",
+    "second_eigenvalue_modulus",
+    "reach_mask",
+    "union_mask",
+    "window_centres",
+    "periodic_consensus_rate",
 ]
 
 MASK_KINDS = ("complete", "causal", "sliding", "sliding-causal")
@@ -102,6 +115,27 @@ def check_batch_mask(mask, X, *, name: str = "mask", x_name: str = "X") -> torch
         raise ValueError(f"{name}'s batch shape {tuple(mask.shape[:-2])} must broadcast to {x_name}'s "
                          f"{tuple(X.shape[:-2])}, not enlarge it")
     return mask.to(X.device)
+
+
+def block_mask(sizes, *, device=None) -> torch.Tensor:
+    """A block-diagonal boolean (T, T) mask: tokens attend within consecutive blocks of the given sizes
+    (T = sum(sizes)).  Its graph has one strongly connected component per block, so on its own it never
+    mixes the blocks; alternating two such masks can (chapter "Collapse under masks")."""
+    if not isinstance(sizes, (list, tuple)) or not sizes:
+        raise TypeError("sizes must be a non-empty list or tuple of block sizes")
+    sizes = [_validate.integer(f"sizes[{k}]", n, minimum=1) for k, n in enumerate(sizes)]
+    labels = torch.repeat_interleave(torch.arange(len(sizes)), torch.tensor(sizes))
+    out = labels[:, None] == labels[None, :]
+    return out if device is None else out.to(_validate.device(device))
+
+
+def with_sinks(mask, sinks=1) -> torch.Tensor:
+    """``mask`` with attention sinks: every token may also attend to the first ``sinks`` tokens (the masks of
+    streaming attention, Xiao et al. 2024).  Each sink is then a centre node one layer away from every token."""
+    mask = check_mask(mask).clone()
+    sinks = _validate.integer("sinks", sinks, minimum=1, maximum=mask.shape[-1])
+    mask[..., :sinks] = True
+    return mask
 
 
 def mask_graph(mask) -> nx.DiGraph:
@@ -167,7 +201,7 @@ def centre_eccentricity(mask) -> float:
     return min(max(nx.single_source_shortest_path_length(G, c).values()) for c in centres)
 
 
-def consensus_rate(mask) -> float:
+def consensus_rate(mask, *, skip=None) -> float:
     """|lambda_2|: the second-largest eigenvalue modulus of the row-normalised mask.
 
     With uniform attention over the mask (logits 0, beta = 0), A = D^{-1} M with M the boolean
@@ -183,32 +217,133 @@ def consensus_rate(mask) -> float:
     D^{-1/2} M D^{-1/2} and uses a symmetric eigensolver.  This avoids the large round-off of
     eigensolvers on the defective matrices of sliding-causal masks.
 
+    With a skip connection, X' = X + a A X (``skip=a > 0``; chapter "LayerNorm"), the layer is the
+    linear map I + a A, or (I + a A)/(1 + a) once a token-wise normalisation removes the scale: every
+    eigenvalue lambda of A becomes (1 + a lambda)/(1 + a), and the rate is the second-largest modulus
+    of those (for real lambda_2 >= 0: (1 + a lambda_2)/(1 + a), slower than lambda_2).
+
     Parameters
     ----------
     mask : bool Tensor, (T, T)
+    skip : float > 0, optional
 
     Returns
     -------
     float in [0, 1]
     """
+    if skip is not None:
+        skip = _validate.real("skip", skip, positive=True)
     mask = check_mask(mask).cpu()
     if mask.dim() != 2:
         raise ValueError(f"mask must be a single (T, T) mask, got shape {tuple(mask.shape)}")
     M = mask.to(torch.float64)
     deg = M.sum(-1)  # (T,) allowed positions per row
-    moduli = []
+    eigenvalues = []
     for component in nx.strongly_connected_components(mask_graph(mask)):
         idx = torch.tensor(sorted(component))
         block = M[idx][:, idx]  # (k, k)
         if idx.numel() == 1:
-            moduli.append(block.reshape(()) / deg[idx[0]])
+            eigenvalues.append(block.reshape(()) / deg[idx[0]])
         elif torch.equal(block, block.T):
             scale = deg[idx].rsqrt()
-            moduli.append(linalg.eigvalsh_unchecked(scale[:, None] * block * scale[None, :]).abs())
+            eigenvalues.append(linalg.eigvalsh_unchecked(scale[:, None] * block * scale[None, :]))
         else:
-            moduli.append(linalg.eigvals_unchecked(block / deg[idx][:, None]).abs())
-    moduli = torch.cat([m.reshape(-1) for m in moduli]).sort(descending=True).values
+            eigenvalues.append(linalg.eigvals_unchecked(block / deg[idx][:, None]))
+    eigenvalues = torch.cat([e.reshape(-1).to(torch.complex128) for e in eigenvalues])
+    if skip is not None:
+        eigenvalues = (1.0 + skip * eigenvalues) / (1.0 + skip)
+    moduli = eigenvalues.abs().sort(descending=True).values
     return float(moduli[1].clamp(0.0, 1.0))
+
+
+def second_eigenvalue_modulus(A) -> float:
+    """|lambda_2| of one row-stochastic (T, T) matrix A (A 1 = 1): the rate of the linear consensus
+    dynamics X_{t+1} = A X_t, for attention that is the same at every layer (uniform attention over a
+    mask with a logit bias, a product of layers' attention over one period of a time-varying mask).
+
+    The eigenvalue 1 of A 1 = 1 is removed by working in an orthonormal basis (1/sqrt(T), Q) of R^T,
+    where A = [[1, b^T], [0, Q^T A Q]]: |lambda_2| is the spectral radius of Q^T A Q, computed with a
+    general eigensolver in float64 (use :func:`consensus_rate` for a plain mask: it is exact block by block).
+    """
+    A = _validate.matrix("A", A, min_rows=2)
+    if A.dim() != 2 or A.shape[0] != A.shape[1]:
+        raise ValueError(f"A must be one square (T, T) matrix, got shape {tuple(A.shape)}")
+    A = A.detach().cpu().to(torch.float64)
+    if not torch.allclose(A.sum(-1), torch.ones(A.shape[0], dtype=torch.float64), atol=1e-10) or (A < 0).any():
+        raise ValueError("A must be row-stochastic: nonnegative entries, rows summing to 1")
+    T = A.shape[0]
+    basis = torch.eye(T, dtype=torch.float64)
+    basis[:, 0] = 1.0
+    Q = torch.linalg.qr(basis)[0][:, 1:]  # (T, T-1): the first column of the QR is 1/sqrt(T), these span 1-perp
+    B = Q.T @ A @ Q  # (T-1, T-1)
+    if float(torch.linalg.matrix_norm(B)) <= 1e-13:
+        return 0.0  # A = 1 p^T up to round-off: consensus in one step (no eigensolver on a zero block)
+    return float(linalg.eigvals(B).abs().max().clamp(0.0, 1.0))
+
+
+def _masks_list(masks) -> list[torch.Tensor]:
+    """Validate a non-empty sequence of single (T, T) masks of one T."""
+    if isinstance(masks, torch.Tensor) or not isinstance(masks, (list, tuple)) or not masks:
+        raise TypeError("masks must be a non-empty list or tuple of boolean (T, T) masks")
+    out = [check_mask(m, name=f"masks[{k}]").cpu() for k, m in enumerate(masks)]
+    T = out[0].shape[-1]
+    for k, m in enumerate(out):
+        if m.dim() != 2 or m.shape[-1] != T:
+            raise ValueError(f"masks[{k}] must be a single ({T}, {T}) mask like masks[0], got {tuple(m.shape)}")
+    return out
+
+
+def reach_mask(masks) -> torch.Tensor:
+    """Who reaches whom through a run of layers: a boolean (T, T) mask, True at [i, j] iff token j's
+    information reaches token i through layers with the masks ``masks[0], masks[1], ...`` in that order.
+
+    A time-respecting path j = k_0 -> k_1 -> ... -> k_n = i has step t allowed by ``masks[t]``
+    (``masks[t][k_{t+1}, k_t]``); the result is the boolean product M_n ... M_1.  For one mask this is
+    the mask itself.  With self-loops in every mask, each step may also stay put, so a path of the union
+    graph (:func:`union_mask`) of length r is realised within r periods.
+    """
+    out = _masks_list(masks)
+    reach = torch.eye(out[0].shape[-1], dtype=torch.bool)
+    for m in out:
+        reach = (m.to(torch.int64) @ reach.to(torch.int64)) > 0  # (T, T): one more layer
+    return reach
+
+
+def union_mask(masks) -> torch.Tensor:
+    """The union graph of a schedule of masks: True at [i, j] iff some ``masks[t]`` allows i to attend to j."""
+    out = _masks_list(masks)
+    union = out[0].clone()
+    for m in out[1:]:
+        union |= m
+    return union
+
+
+def window_centres(masks) -> list[int]:
+    """The tokens that reach every token through the layers ``masks[0], ..., masks[-1]``
+    (:func:`reach_mask`): the columns of the reach mask that are all True.
+
+    Non-empty for some fixed number of layers r is the condition under which, we believe, the collapse
+    results of Wu et al. extend to time-varying masks ("some token reaches all others over a fixed number
+    of layers"): every window of r layers then mixes a common token into every token.  One mask
+    repeated r times has a centre iff its graph has a centre node reaching all within r steps
+    (:func:`centre_eccentricity` <= r, with self-loops).
+    """
+    return torch.nonzero(reach_mask(masks).all(0)).flatten().tolist()
+
+
+def periodic_consensus_rate(masks) -> float:
+    """|lambda_2| per period of uniform attention on a periodic schedule of masks (``beta = 0``):
+    the second-largest eigenvalue modulus of U_n ... U_1, U_t = the row-normalised ``masks[t - 1]``.
+
+    X after one period is U_n ... U_1 X (values orthogonal or absent), so mu decays asymptotically by
+    this factor per period of n layers.  1 when no token reaches all others in any number of periods.
+    """
+    out = _masks_list(masks)
+    product = torch.eye(out[0].shape[-1], dtype=torch.float64)
+    for m in out:
+        M = m.to(torch.float64)
+        product = (M / M.sum(-1, keepdim=True)) @ product
+    return second_eigenvalue_modulus(product)
 
 
 def consensus_transient_layer(mask, level, *, max_layers=10_000) -> int:

@@ -13,6 +13,11 @@ scale-invariant, so the variance of W_V does not matter.  Two attention models:
   the logits have variance ``s2`` (:func:`rcteach.theory.logit_variance` with unit token norm), and
   Y = X0 W_V built explicitly.
 
+With ``skip=a`` the output is X0 + a A X0 W_V (a skip connection), and ``norm`` normalises it token by
+token (:func:`rcteach.norms.normalise`: the blocks "A + skip", "A + LN", "A + skip + LN" of the authors'
+grid at layer 1).  For Gaussian W_V, X0 W_V has the same law given X0 whatever X0 is, so for the i.i.d.
+model X0 (Haar orthonormal) and Y are drawn independently.
+
 Stable ranks (see :mod:`rcteach.metrics`): ``gram=False`` gives sum s_i^2 / s_1^2 (Frobenius),
 ``gram=True`` gives sum s_i^4 / s_1^4 (the Gram matrix's, as in the Mind-the-Gap code).  They are
 computed from the eigenvalues of the T x T Gram matrix (A Y)(A Y)^T, which is cheaper than an
@@ -28,10 +33,11 @@ from .attention import ATTENTIONS, LN2, qk_attention, random_attention
 from .device import make_generator, resolve
 from .logits import qk_weights
 from .metrics import squared_singular_values, stable_rank_from_squared
-from .norms import normalise_unchecked
+from .norms import NORMS, normalise_unchecked
 from .tokens import gaussian_tokens, orthonormal_tokens
 
-__all__ = ["width_dims", "width_stable_ranks", "width_point", "noniso_width_ranks"]
+__all__ = ["width_dims", "width_outputs", "stable_ranks_of", "width_stable_ranks", "width_point",
+           "noniso_width_ranks"]
 
 __getattr__ = _deprecation.moved_attributes(__name__, {"LOGIT_MODELS": "rcteach.attention:ATTENTIONS"})
 
@@ -43,9 +49,50 @@ def width_dims(T, gamma) -> tuple[int, int]:
     return T, max(1, round(T / gamma))
 
 
+def width_outputs(T, gamma, s2=LN2, *, seeds=1, centred=False, attention="iid", d_qk=64, skip=None, seed=None,
+                  generator=None, device=None, dtype=None) -> torch.Tensor:
+    """One attention layer's output A X0 W_V (or A_perp X0 W_V, or X0 + skip * A X0 W_V), (seeds, T, d):
+    the draws of :func:`width_stable_ranks` (same arguments, same numbers), before any normalisation."""
+    T, d = width_dims(T, gamma)
+    s2 = _validate.real("s2", s2, minimum=0.0)
+    seeds = _validate.integer("seeds", seeds, minimum=1)
+    attention = _validate.choice("attention", attention, ATTENTIONS)
+    centred = _validate.flag("centred", centred)
+    if skip is not None:
+        skip = _validate.real("skip", skip)
+    device, dtype = resolve(device, dtype)
+    gen = make_generator(seed, generator, device)
+    if attention == "iid":
+        A = random_attention(T, s2, batch=seeds, centred=centred, generator=gen, device=device, dtype=dtype)
+        Y = torch.randn(seeds, T, d, generator=gen, device=device, dtype=dtype)  # = X0 W_V in law
+        if skip is not None:  # X0 W_V has the same law whatever X0 is: X0 drawn on its own
+            X0 = orthonormal_tokens(T, d, batch=seeds, generator=gen, device=device, dtype=dtype)
+    else:
+        d_qk = _validate.integer("d_qk", d_qk, minimum=1)
+        if T > d:
+            raise ValueError(f"attention='qk' needs gamma <= 1 (orthonormal tokens), got T={T} > d={d}")
+        X0 = orthonormal_tokens(T, d, batch=seeds, generator=gen, device=device, dtype=dtype)  # (seeds, T, d)
+        W_Q, W_K = qk_weights(d, d_qk, s2, batch=(seeds,), generator=gen, device=device, dtype=dtype)
+        W_V = torch.randn(seeds, d, d, generator=gen, device=device, dtype=dtype)
+        A = qk_attention(X0, W_Q, W_K, centred=centred)  # (seeds, T, T)
+        Y = X0 @ W_V  # (seeds, T, d)
+    out = A @ Y  # (seeds, T, d)
+    return out if skip is None else X0 + skip * out
+
+
+def stable_ranks_of(out, *, norm=None, gram=False) -> torch.Tensor:
+    """Stable ranks (seeds,) of layer outputs ``out`` (seeds, T, d), normalised token by token first (``norm``)."""
+    out = normalise_unchecked(out, _validate.choice("norm", norm, NORMS))
+    sq = squared_singular_values(out)  # (seeds, min(T, d)), descending
+    if not (sq[..., 0] > 0).all():
+        raise ValueError("the layer output is zero (at s2 = 0 attention is uniform and A_perp = 0); "
+                         "its stable rank is undefined")
+    return stable_rank_from_squared(sq, gram=_validate.flag("gram", gram))
+
+
 @_deprecation.renamed_keywords(logits="attention")
-def width_stable_ranks(T, gamma, s2=LN2, *, seeds=1, centred=False, gram=False, attention="iid", d_qk=64, seed=None,
-                       generator=None, device=None, dtype=None) -> torch.Tensor:
+def width_stable_ranks(T, gamma, s2=LN2, *, seeds=1, centred=False, gram=False, attention="iid", d_qk=64, skip=None,
+                       norm=None, seed=None, generator=None, device=None, dtype=None) -> torch.Tensor:
     """Stable rank of one attention layer's output, A X0 W_V (or A_perp X0 W_V), over seeds.
 
     Parameters
@@ -67,6 +114,10 @@ def width_stable_ranks(T, gamma, s2=LN2, *, seeds=1, centred=False, gram=False, 
         The attention model (module doc).
     d_qk : int
         Query-key width for ``attention="qk"`` (ignored otherwise).
+    skip : float, optional
+        Output X0 + skip * A X0 W_V instead of A X0 W_V (W_V with N(0, 1) entries, as in the authors' grid).
+    norm : {None, "rms", "layernorm"}
+        Token-wise normalisation of the output (after the skip).
     seed, generator, device, dtype
         Randomness and placement (float64 on the CPU by default).
 
@@ -78,49 +129,24 @@ def width_stable_ranks(T, gamma, s2=LN2, *, seeds=1, centred=False, gram=False, 
     Notes
     -----
     Predictions: sr(A X0 W) -> 1 + c (:func:`rcteach.theory.width_stable_rank`), Gram version
-    -> 1; sr(A_perp X0 W) / T -> :func:`rcteach.theory.centred_width_slope` (i.i.d. model only).
+    -> 1; sr(A_perp X0 W) / T -> :func:`rcteach.theory.centred_width_slope` (i.i.d. model only);
+    with a skip a, sr -> 1 + c + gamma / a^2, normalised or not (:func:`rcteach.theory.skip_width_stable_rank`).
     """
-    T, d = width_dims(T, gamma)
-    s2 = _validate.real("s2", s2, minimum=0.0)
-    seeds = _validate.integer("seeds", seeds, minimum=1)
-    attention = _validate.choice("attention", attention, ATTENTIONS)
-    centred = _validate.flag("centred", centred)
-    gram = _validate.flag("gram", gram)
-    device, dtype = resolve(device, dtype)
-    gen = make_generator(seed, generator, device)
-    if attention == "iid":
-        A = random_attention(T, s2, batch=seeds, centred=centred, generator=gen, device=device, dtype=dtype)
-        Y = torch.randn(seeds, T, d, generator=gen, device=device, dtype=dtype)  # = X0 W_V in law
-    else:
-        d_qk = _validate.integer("d_qk", d_qk, minimum=1)
-        if T > d:
-            raise ValueError(f"attention='qk' needs gamma <= 1 (orthonormal tokens), got T={T} > d={d}")
-        X0 = orthonormal_tokens(T, d, batch=seeds, generator=gen, device=device, dtype=dtype)  # (seeds, T, d)
-        W_Q, W_K = qk_weights(d, d_qk, s2, batch=(seeds,), generator=gen, device=device, dtype=dtype)
-        W_V = torch.randn(seeds, d, d, generator=gen, device=device, dtype=dtype)
-        A = qk_attention(X0, W_Q, W_K, centred=centred)  # (seeds, T, T)
-        Y = X0 @ W_V  # (seeds, T, d)
-    return _output_stable_rank(A @ Y, gram)
-
-
-def _output_stable_rank(out, gram=False) -> torch.Tensor:
-    """Stable rank of layer outputs ``out`` (seeds, T, d); ValueError where one is zero (A_perp = 0 at s2 = 0)."""
-    sq = squared_singular_values(out)  # (seeds, min(T, d)), descending
-    if not (sq[..., 0] > 0).all():
-        raise ValueError("the layer output is zero (at s2 = 0 attention is uniform and A_perp = 0); "
-                         "its stable rank is undefined")
-    return stable_rank_from_squared(sq, gram=gram)
+    _validate.choice("norm", norm, NORMS)
+    _validate.flag("gram", gram)
+    out = width_outputs(T, gamma, s2, seeds=seeds, centred=centred, attention=attention, d_qk=d_qk, skip=skip,
+                        seed=seed, generator=generator, device=device, dtype=dtype)
+    return stable_ranks_of(out, norm=norm, gram=gram)
 
 
 def width_point(T, gamma, s2=LN2, *, centred=False, seeds=1, seed=None, device=None, dtype=None) -> dict:
     """Both stable ranks of one i.i.d.-logit layer from the same draws: a point of :func:`rcteach.sweep.sweep`.
 
     Returns {"stable_rank": Frobenius sum s^2/s_1^2, "stable_rank_gram": Gram sum s^4/s_1^4} of
-    :func:`width_stable_ranks`, each (seeds,).
+    :func:`width_stable_ranks` (the same numbers for the same seed), each (seeds,).
     """
-    kw = dict(seeds=seeds, centred=centred, seed=seed, device=device, dtype=dtype)
-    return {"stable_rank": width_stable_ranks(T, gamma, s2, gram=False, **kw),
-            "stable_rank_gram": width_stable_ranks(T, gamma, s2, gram=True, **kw)}
+    out = width_outputs(T, gamma, s2, seeds=seeds, centred=centred, seed=seed, device=device, dtype=dtype)
+    return {"stable_rank": stable_ranks_of(out, gram=False), "stable_rank_gram": stable_ranks_of(out, gram=True)}
 
 
 def noniso_width_ranks(T, d, s2=LN2, *, seeds=1, seed=0, device=None) -> torch.Tensor:

@@ -3,7 +3,7 @@
 Importing this package registers every check; :func:`run_check` runs one by name.
 """
 
-from . import centring, depth, equilibria, figures, gap, layernorm, leading_term, maps, mask_collapse, masks, models, spectra, training, width  # noqa: F401  (registration side effects)
+from . import centring, counterexample, depth, equilibria, figures, gap, layernorm, leading_term, maps, mask_collapse, mask_dynamics, masks, models, residual, spectra, training, width  # noqa: F401  (registration side effects)
 from .registry import (
     Check,
     CheckFailed,

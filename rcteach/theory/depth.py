@@ -11,7 +11,7 @@ from .. import _validate
 from .spectra import c, frobenius_sq_next_order  # noqa: F401 (c: main's newer closed forms here use it)
 from .spectra import leading_order_c
 
-__all__ = ["depth_mu_factor", "depth_mu_ratio", "skip_consensus_factor", "norm_growth", "centred_depth_gram_stable_rank", "first_value_gradient_rms"]
+__all__ = ["depth_mu_factor", "depth_mu_ratio", "skip_consensus_factor", "layer_gap_squared", "residual_moments", "norm_growth", "centred_depth_gram_stable_rank", "first_value_gradient_rms"]
 
 
 @_validate.finite_result
@@ -60,7 +60,63 @@ def skip_consensus_factor(T, s2, skip=1.0) -> float:
 
 
 @_validate.finite_result
-def norm_growth(d, value_var, *, T=None, s2=None, centred=False) -> float:
+def layer_gap_squared(T, s2, skip=None) -> float:
+    """The squared spectral gap of one i.i.d. softmax layer's linear map M (no values), outlier^2 over the
+    mean square of the bulk: A alone, g^2 = 1/alpha; with a skip, M = I + a A, g^2 = (1 + a)^2 / (1 + a^2 alpha).
+
+    M 1 = (1 + a) 1 carries the consensus (the outlier; a = 0 without skip); the bulk is M's action on
+    the centred part, with E||P M P||_F^2 / (T - 1) = 1 + a^2 alpha exactly (the cross term E tr(P A_perp P)
+    = E tr(A) - 1 = 0), alpha = E||P A_perp||_F^2 / (T - 1) (:func:`depth_mu_factor`, next order).  By the
+    exchangeability identity of chapter "Rank collapse in depth", E mu^2(M X) = (1 + a^2 alpha) mu^2(X)
+    while the consensus grows by (1 + a)^2: the per-layer factor of mu^2 / (consensus part) is exactly
+    1/g^2 to this order.  A token-wise normalisation rescales tokens near consensus by a common factor
+    and leaves g unchanged; centring (A_perp) removes the outlier.  So among LayerNorm and skip, only
+    the skip slows collapse in depth, and only by shrinking g (g^2 -> 1 as a -> 0).  Derived.
+    """
+    alpha = depth_mu_factor(T, s2, next_order=True)
+    if skip is None:
+        return 1.0 / alpha
+    skip = _validate.real("skip", skip)
+    if skip == -1.0:
+        raise ValueError("skip must not be -1: I - A has no consensus outlier")
+    return (1.0 + skip) ** 2 / (1.0 + skip**2 * alpha)
+
+
+def residual_moments(T, s2, depth, *, skip, value_scale=1.0, mu2=None, consensus=1.0) -> tuple[list[float], list[float]]:
+    """Expected mu^2 and consensus part C = T ||xbar||^2, layers 0..depth, of the residual stack
+    X' = X + a A X W_V with fresh i.i.d. softmax A and fresh Gaussian W_V, value_scale = sigma_V^2 d.
+
+    Exact in expectation (each layer's A, W_V independent of its input; E W_V = 0 kills the cross
+    terms; E[P A^T A P] = kappa P and E[P A^T P A P] = alpha P by exchangeability):
+
+        E mu'^2 = (1 + a^2 v alpha) mu^2,     E C' = (1 + a^2 v) C + a^2 v (kappa - alpha) mu^2,
+
+    with v = value_scale, alpha = E||P A_perp||_F^2/(T-1) ~ E||A_perp||_F^2/T and kappa = E||A_perp||_F^2/(T-1)
+    (E||A_perp||_F^2 to next order, :func:`frobenius_sq_next_order`).  Orthonormal X0 has mu^2 = T - 1 and
+    C = 1 (the defaults).  Noci et al.'s depth-scaled residual a = 1/sqrt(L) with v = 1 gives
+    C_L -> e C_0 and mu^2_L -> e^alpha mu^2_0 as L grows: the relative distance to consensus stays of
+    order one (no collapse in depth), while the attention layers add only a fraction ~ alpha ~ c/T of
+    new token-specific signal (their outputs are collapsed in width).  A fixed a = 1 doubles C every
+    layer: mu^2 / C shrinks like ((1 + alpha)/2)^L.  Returns (mu2 per layer, C per layer).  Derived.
+    """
+    T = _validate.integer("T", T, minimum=2)
+    depth = _validate.integer("depth", depth, minimum=0)
+    skip = _validate.real("skip", skip)
+    v = _validate.real("value_scale", value_scale, minimum=0.0)
+    m = float(T - 1) if mu2 is None else _validate.real("mu2", mu2, minimum=0.0)
+    C = _validate.real("consensus", consensus, minimum=0.0)
+    frob = frobenius_sq_next_order(T, s2, centred=True)
+    alpha, kappa = frob / T, frob / (T - 1)
+    mus, cons = [m], [C]
+    for _ in range(depth):
+        m, C = m * (1 + skip**2 * v * alpha), C * (1 + skip**2 * v) + skip**2 * v * (kappa - alpha) * m
+        mus.append(m)
+        cons.append(C)
+    return mus, cons
+
+
+@_validate.finite_result
+def norm_growth(d, value_var, *, T=None, s2=None, centred=False, attention_scale=1.0) -> float:
     """Per-layer growth of ||X||_F^2 with Gaussian values N(0, sigma_V^2) (fresh, d x d).
 
     E||Y W_V||_F^2 = sigma_V^2 d ||Y||_F^2 for any Y.  With A (near consensus, i.e. after the
@@ -69,14 +125,18 @@ def norm_growth(d, value_var, *, T=None, s2=None, centred=False) -> float:
     E||A_perp X||^2 = kappa mu^2(X), kappa = E||A_perp||_F^2/(T-1) ~ c/T: growth sigma_V^2 d c/T.
     So sigma_V^2 = 1/d keeps ||X|| with A and kills it with A_perp; sigma_V^2 = 1 with T = d
     explodes x d per layer with A and keeps O(1) with A_perp when c ~ 1.
+    A constant ``attention_scale`` s after the softmax multiplies the growth by s^2: s = sqrt(d) with
+    sigma_V^2 = 1/d is the same layer as sigma_V^2 = 1, since (sqrt(d) A) X W = A X (sqrt(d) W) and
+    sqrt(d) W has N(0, 1) entries (the "scaling" alternative of Mind the Gap, as we read it).
     """
     d = _validate.integer("d", d, minimum=1)
     value_var = _validate.real("value_var", value_var, minimum=0.0)
+    scale2 = _validate.real("attention_scale", attention_scale) ** 2
     if not _validate.flag("centred", centred):
-        return value_var * d
+        return scale2 * value_var * d
     if T is None or s2 is None:
         raise ValueError("centred=True needs T and s2")
-    return value_var * d * depth_mu_factor(T, s2)
+    return scale2 * value_var * d * depth_mu_factor(T, s2)
 
 
 @_validate.finite_result

@@ -11,7 +11,8 @@ import math
 
 from .. import _validate
 
-__all__ = ["causal_consensus_rate", "sliding_consensus_rate", "window_hops"]
+__all__ = ["causal_consensus_rate", "sliding_consensus_rate", "window_hops", "alternating_blocks_rate",
+           "alibi_causal_rate"]
 
 
 @_validate.finite_result
@@ -74,3 +75,48 @@ def window_hops(T, window) -> int:
     T = _validate.integer("T", T, minimum=2)
     window = _validate.integer("window", window, minimum=1)
     return math.ceil((T - 1) / window)
+
+
+def _intervals(sizes, name):
+    if not isinstance(sizes, (list, tuple)) or not sizes:
+        raise TypeError(f"{name} must be a non-empty list or tuple of block sizes")
+    sizes = [_validate.integer(f"{name}[{k}]", n, minimum=1) for k, n in enumerate(sizes)]
+    starts = [sum(sizes[:k]) for k in range(len(sizes))]
+    return [(a, a + n) for a, n in zip(starts, sizes)]
+
+
+@_validate.finite_result
+def alternating_blocks_rate(sizes_a, sizes_b) -> float:
+    """|lambda_2| per period of uniform attention alternating between two block-diagonal masks (time-varying
+    masks): layer 1 averages within the consecutive blocks of sizes ``sizes_a``, layer 2 within those of
+    ``sizes_b`` (both partitions of the same T tokens).
+
+    Uniform attention within blocks is the orthogonal projection onto the block-constant vectors, so one
+    period applies P_b P_a, whose eigenvalues are the squared cosines of the principal angles between the
+    two subspaces: sigma_k^2, sigma_k the singular values of the overlap matrix
+    K_ij = |a_i n b_j| / sqrt(|a_i| |b_j|).  sigma_1 = 1 (the constant vector, the consensus) and the rate is
+    sigma_2^2: 1 when the union graph is disconnected (no token reaches all others, however many periods).
+    Each mask alone never mixes its blocks (rate 1).  Derived; for sizes (16, 16) and (8, 16, 8) it is 1/2.
+    """
+    a, b = _intervals(sizes_a, "sizes_a"), _intervals(sizes_b, "sizes_b")
+    if a[-1][1] != b[-1][1]:
+        raise ValueError(f"sizes_a and sizes_b must partition the same T tokens, got {a[-1][1]} and {b[-1][1]}")
+    K = [[max(0, min(x1, y1) - max(x0, y0)) / math.sqrt((x1 - x0) * (y1 - y0)) for (y0, y1) in b] for (x0, x1) in a]
+    import torch
+
+    from .. import linalg
+
+    sigma = linalg.svdvals(torch.tensor(K, dtype=torch.float64))
+    return float(sigma[1] ** 2) if sigma.numel() > 1 else 0.0
+
+
+@_validate.finite_result
+def alibi_causal_rate(slope) -> float:
+    """|lambda_2| = 1/(1 + e^{-m}) of uniform attention on the causal mask with the ALiBi positional bias
+    -m |i - j| (``slope`` m >= 0): the attention matrix is lower triangular, so its eigenvalues are its
+    diagonal entries 1 / sum_{k=0}^{i} e^{-m k}; the second largest is token 1's, 1/(1 + e^{-m}).
+    m = 0 gives the causal 1/2; a larger slope attends more locally and collapses more slowly (and,
+    like a narrow sliding-causal window, after a longer transient).  Derived.
+    """
+    m = _validate.real("slope", slope, minimum=0.0)
+    return 1.0 / (1.0 + math.exp(-m))

@@ -12,7 +12,8 @@ import math
 from .. import _validate
 from .spectra import c
 
-__all__ = ["width_stable_rank", "width_stable_rank_bias", "width_stable_rank_gram", "centred_width_slope", "centred_width_slope_gram",
+__all__ = ["width_stable_rank", "width_stable_rank_bias", "skip_width_stable_rank", "skip_width_stable_rank_bias",
+           "width_stable_rank_gram", "centred_width_slope", "centred_width_slope_gram",
            "noniso_width_slope", "embedding_gram_stable_rank_excess"]
 
 
@@ -44,6 +45,49 @@ def width_stable_rank_bias(T, gamma, s2) -> float:
     if -bias >= cc:
         _validate.regime(f"width_stable_rank_bias: the 1/T correction {bias:.3g} exceeds c = {cc:.3g} (it would "
                          "put the stable rank below 1): the expansion needs c^3 << T", stacklevel=4)
+    return bias
+
+
+@_validate.finite_result
+def skip_width_stable_rank(s2, gamma, skip=1.0) -> float:
+    """Limit of the (Frobenius) stable rank of X0 + a A X0 W_V (W_V with N(0, 1) entries), normalised
+    token by token or not, as T grows at fixed gamma = T/d: 1 + c + gamma / a^2.
+
+    X0 + a A X0 W = 1 (xbar0 + a ybar)^T + (P X0 + a A_perp X0 W): the spike has squared norm
+    ~ a^2 d (the skip adds 1 = T ||xbar0||^2), the remainder T - 1 + a^2 d c, spread over ~T directions.
+    Flat in T: the skip adds gamma / a^2 directions' worth of rank but does not undo the collapse in
+    width.  A token-wise normalisation (LayerNorm or RMS) rescales tokens whose norms agree to
+    O(1/sqrt(T)), so it keeps the limit.  ``skip`` = a != 0.  Derived (chapter "Rank collapse in width").
+    """
+    gamma = _validate.real("gamma", gamma, minimum=0.0)
+    skip = _validate.real("skip", skip)
+    if skip == 0.0:
+        raise ValueError("skip must be nonzero: X0 + 0 A X0 W_V is the input itself")
+    return 1.0 + c(s2) + gamma / skip**2
+
+
+@_validate.finite_result
+def skip_width_stable_rank_bias(T, gamma, s2, skip=1.0) -> float:
+    """Leading finite-T correction to sr(X0 + a A X0 W_V) (Frobenius), by the delta method as
+    :func:`width_stable_rank_bias` (which it extends; a -> infinity gives that one back):
+
+        T * bias = -c (1+c)(1+2c) + gamma ((g + c)(2 - 1/a^2) - 1/a^2) - (1 + g + c)(c (1 + gamma) + g gamma),
+
+    g = gamma / a^2.  Terms: E||A_perp||_F^2 ~ c - c(1+c)(1+2c)/T; E[1/spike], spike = 1 + a^2 chi^2_d,
+    times E[remainder] = T - 1 + a^2 d E||A_perp||_F^2 (independent: A_perp Y = A_perp P Y); and the top
+    squared singular value above the spike by the fraction (c (1 + gamma) + g gamma)/T (second-order
+    perturbation: the column sums of A_perp, A_perp acting on the spike direction, and the skip's
+    projection ||P X0 v||^2 ~ gamma).  -14/T at c = 1, gamma = 1, a = 1.  Heuristic, like its parent.
+    """
+    T = _validate.integer("T", T, minimum=2)
+    base = skip_width_stable_rank(s2, gamma, skip)  # validates gamma, skip
+    cc, inv = c(s2), 1.0 / skip**2
+    g = gamma * inv
+    bias = (-cc * (1 + cc) * (1 + 2 * cc) + gamma * ((g + cc) * (2 - inv) - inv)
+            - (1 + g + cc) * (cc * (1 + gamma) + g * gamma)) / T
+    if -bias >= base - 1:
+        _validate.regime(f"skip_width_stable_rank_bias: the 1/T correction {bias:.3g} is as large as the excess "
+                         f"{base - 1:.3g} over 1: the expansion needs larger T", stacklevel=4)
     return bias
 
 
