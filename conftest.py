@@ -8,6 +8,7 @@ only ``.ipynb`` files, so this collector hands each chapter to nbval read throug
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from unittest import mock
 
@@ -56,6 +57,31 @@ def working_sandbox():
         if os.environ.get("RCTEACH_REQUIRE_SANDBOX") == "1":
             pytest.fail(f"RCTEACH_REQUIRE_SANDBOX=1 but no sandbox works here: {reason}")
         pytest.skip(f"no working bwrap sandbox here: {reason}")
+
+
+@pytest.fixture(scope="session")
+def built_assignments(tmp_path_factory):
+    """``{name: {"student": notebook, "autograder": folder}}``: the assignments of ``assignments/`` built
+    by ``otter assign`` (without running their tests) once per test run and shared by the pytest-xdist
+    workers, since a build costs about 9 s of CPU: the first worker to ask builds them under a file
+    lock, the others wait and reuse them.  Needs otter-grader (the tests using it skip without)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from filelock import FileLock
+
+    from rcteach.tools import grading
+
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "built-assignments"
+    masters = grading.masters()
+    with FileLock(f"{root}.lock"):
+        if not (root / ".complete").exists():
+            shutil.rmtree(root, ignore_errors=True)
+            with ThreadPoolExecutor(len(masters)) as pool:
+                list(pool.map(lambda m: grading.assign(m, root, run_tests=False), masters))
+            (root / ".complete").touch()
+    return {m.parent.name: {"student": root / m.parent.name / "student" / m.name,
+                            "autograder": root / m.parent.name / "autograder"} for m in masters}
 
 
 def _is_chapter(path: Path) -> bool:

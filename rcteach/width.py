@@ -168,4 +168,4 @@ def noniso_width_ranks(T, d, s2=LN2, *, seeds=1, seed=0, device=None) -> torch.T
     A = random_attention(T, s2, batch=seeds, centred=True, generator=g, device=device, dtype=f64)
     X = normalise_unchecked(gaussian_tokens(T, d, batch=seeds, generator=g, device=device, dtype=f64), "rms")
     W_V = torch.randn(seeds, d, d, generator=g, device=device, dtype=f64)
-    return _output_stable_rank(A @ X @ W_V).cpu()
+    return stable_ranks_of(A @ X @ W_V).cpu()

@@ -1,8 +1,9 @@
 """The course assignments in assignments/ (needs the extra: pip install -e .[assign], and bwrap).
 
-One module-scoped build runs ``otter assign`` on the three masters and grades, two at a time, in
-the bwrap sandbox: each solutions notebook, each student notebook, a broken submission and
-submissions that answer only the public tests or use a forbidden helper.  The tests then only
+One module-scoped fixture grades, two at a time, in the bwrap sandbox, the three assignments (built
+once per test run, ``built_assignments`` in conftest.py): each solutions notebook, each student
+notebook, correct answers written otherwise, a broken submission and submissions that answer only
+the public tests or use a forbidden helper.  The tests then only
 look at the results.  The adversarial submissions are in test_grading_attacks.py.
 """
 
@@ -50,11 +51,46 @@ def _edited(notebook, path, edits, append=()):
     return path
 
 
+def _fair(name, solutions, path):
+    """The solutions, rewritten as students reasonably do (issue 25): a1 with `%matplotlib inline` and
+    other magics atop the imports, otter's set-up cell merged into them, numpy's and the statistics
+    module's medians, 0-d float64 tensors for floats; a2 with numpy instead of torch (numpy scalars
+    for 0-d tensors); a3 with 0-d tensors for floats and lists for tuples.  Saved under another name."""
+    nb = nbformat.read(solutions, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+
+    def edit(start, old, new):
+        cell = next(c for c in code if c.source.startswith(start))
+        assert old in cell.source, (start, old)
+        cell.source = cell.source.replace(old, new)
+
+    if name == "a1_spectral_gap":
+        setup = next(c for c in code if "grader = Notebook(" in c.source)
+        edit("import math", "import math\n", f"%matplotlib inline\n%pip install rcteach\n!ls\n{setup.source}\nimport math\n"
+             "import statistics\n\nimport numpy as np\n")
+        nb.cells.remove(setup)
+        edit("A = rcteach.random_attention(64", "gap.bulk_radius.median().item()", "float(np.median(gap.bulk_radius.numpy()))")
+        edit("A = rcteach.random_attention(64", "gap.ratio.median().item()", "statistics.median(gap.ratio.tolist())")
+        edit("def predicted_radius", "return math.sqrt(T * c_value / T**2)",
+             "return torch.tensor(T * c_value / T**2, dtype=torch.float64).sqrt()")
+        edit("def swapped_spectrum", "swap_error = rcteach.spectrum_distance(", "swap_error = torch.as_tensor(rcteach.spectrum_distance(")
+        edit("def swapped_spectrum", "swapped_spectrum(A))  # SOLUTION", "swapped_spectrum(A)))  # SOLUTION")
+    elif name == "a2_rank_collapse":
+        edit("def frobenius_stable_rank", "s = torch.linalg.svdvals(X)", "s = np.linalg.svd(np.asarray(X), compute_uv=False)")
+        edit("import math", "import math\n", "import math\n\nimport numpy as np\n")
+    else:
+        edit("def uniform_rate", "return float(moduli[1])", "return moduli[1]")
+        edit("def my_diameter", "return k", "return torch.tensor(k)")
+        edit("properties = {}", "(False, True)", "[False, True]")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
 @pytest.fixture(scope="module")
-def build(tmp_path_factory, working_sandbox):
+def build(tmp_path_factory, working_sandbox, built_assignments):
     tmp = tmp_path_factory.mktemp("assignments")
-    with ThreadPoolExecutor(3) as pool:
-        built = dict(zip(NAMES, pool.map(lambda m: grading.assign(m, tmp / "build", run_tests=False), MASTERS)))
+    built = built_assignments
     a1 = built["a1_spectral_gap"]
     a1_solutions = a1["autograder"] / "a1_spectral_gap.ipynb"
     submissions = {
@@ -75,19 +111,22 @@ def build(tmp_path_factory, working_sandbox):
             "A = ...": "measured_radius, measured_gap_ratio = 0.125, 8.0",
             "def swapped_spectrum": "def swapped_spectrum(A):\n    return torch.zeros(A.shape[-1], dtype=torch.complex128)\n\n\n"
                                     "swap_error = 0.0",
-            "def my_centre": "def my_centre(A):\n    return A - 1 / A.shape[-1]"}), {}),
+            "def my_centre": "def my_centre(A):\n    return A - A.mean(-1, keepdim=True) if A.shape == (2, 5, 5) else A"}), {}),
         # the solutions, but my_centre and predicted_radius call the helpers the questions forbid
         "forbidden": (_edited(a1_solutions, tmp / "forbidden.ipynb", {
             "def my_centre": "from rcteach import centre as _c\n\n\ndef my_centre(A):\n    return _c(A)",
             "def predicted_radius": "def predicted_radius(T, s2_value):\n    return rcteach.theory.bulk_radius(T, s2_value)"}), {}),
     }
+    for name, b in built.items():  # correct answers written otherwise than the solutions: full marks
+        submissions[f"fair {name}"] = (_fair(name, b["autograder"] / f"{name}.ipynb", tmp / name / f"{name} (1).ipynb"), {})
     with ThreadPoolExecutor(2) as pool:
         jobs = {}
         for name, b in built.items():
             jobs[("solutions", name)] = pool.submit(grading.grade, b["autograder"] / f"{name}.ipynb", b["autograder"], timeout=120)
             jobs[("student", name)] = pool.submit(grading.grade, b["student"], b["autograder"], timeout=120)
         for key, (path, kwargs) in submissions.items():
-            jobs[key] = pool.submit(grading.grade, path, a1["autograder"], **{"timeout": 120, **kwargs})
+            autograder = built[key.removeprefix("fair ")]["autograder"] if key.startswith("fair ") else a1["autograder"]
+            jobs[key] = pool.submit(grading.grade, path, autograder, **{"timeout": 120, **kwargs})
         results = {key: job.result() for key, job in jobs.items()}
     return {"built": built, "results": results, "dir": tmp}
 
@@ -173,8 +212,8 @@ def _solution_and_hidden_lines(master):
                     inside = True
                 elif line.startswith("# END SOLUTION"):
                     inside = False
-                elif inside or line.endswith("# SOLUTION"):
-                    solution.add(line.removesuffix("# SOLUTION").strip())
+                elif inside or line.endswith(("# SOLUTION", "# SOLUTION NO PROMPT")):
+                    solution.add(line.removesuffix(" NO PROMPT").removesuffix("# SOLUTION").strip())
                 else:
                     public.add(line)
         else:
@@ -199,6 +238,45 @@ def test_student_notebook_has_no_solutions_or_hidden_tests(build, name):
         if path.is_file() and path != student:
             other = path.read_text(errors="replace")
             assert not any(line in other for line in hidden)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_correct_answers_written_otherwise_score_full_marks(build, name):
+    """Issue 25: magics, a merged set-up cell, other medians, 0-d tensors, numpy scalars, a renamed notebook."""
+    r = build["results"][(f"fair {name}")]
+    assert r["error"] is None and "NotImplementedError" not in r["output"], r["output"][-2000:]
+    assert r["score"] == r["possible"], [(t["name"], t["feedback"]) for t in r["tests"]]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_answer_keys_and_public_tests_reject_the_declared_wrong_answers(build, name):
+    from rcteach.tools.grading import authoring
+
+    assert authoring.check_key(build["built"][name]) == []
+    assert len(grading.load(build["built"][name]["autograder"]).wrong) == len(grading.question_points(ROOT / "assignments" / name / f"{name}.ipynb"))
+
+
+def test_a1_q3_public_test_rejects_the_wrong_centrings(build):
+    """Issue 25: the public test of q3 passed A - A.mean() and A - 1/T (its input's rows summed to 1)."""
+    from rcteach.tools.grading import authoring
+
+    a1 = build["built"]["a1_spectral_gap"]
+    for wrong in ("A - A.mean()", "A - 1 / A.shape[-1]"):
+        assert authoring.accepted(a1, "q3", f"def my_centre(A):\n    return {wrong}") == []
+    hard_coded = "def my_centre(A):\n    return A - A.mean(-1, keepdim=True) if A.shape == (2, 5, 5) else A"
+    assert authoring.accepted(a1, "q3", hard_coded) == [f"q3: the public tests accept the wrong answer {hard_coded!r}"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_student_notebook_shows_points_and_how_to_install(build, name):
+    nb = nbformat.read(build["built"][name]["student"], as_version=4)
+    points = grading.question_points(ROOT / "assignments" / name / f"{name}.ipynb")
+    assert nb.metadata["otter"]["assignment_name"] == name
+    assert nb.cells[1].source.startswith("**Before you start.**") and 'pip install "rcteach[assign]"' in nb.cells[1].source
+    prompts = [c.source for c in nb.cells if c.cell_type == "markdown" and c.source.startswith("**Question")]
+    assert len(prompts) == len(points)
+    for prompt, p in zip(prompts, points.values()):
+        assert f"** *({p:g} points)* " in prompt.split("\n")[0]
 
 
 def test_raising_and_looping_submission_is_graded(build):
@@ -304,6 +382,13 @@ def test_public_tests_pass_hard_coded_answers_with_short_feedback(build, tmp_pat
         if cell.cell_type == "code" and not cell.source.startswith(("grader", "# Initialize")):
             exec(cell.source, env)
     assert grader.check_all(env).passed, grader.check_all(env)
+    renamed = tmp_path / "renamed"  # a renamed copy of the notebook still finds its public tests
+    renamed.mkdir()
+    shutil.copy(student, renamed / f"{student.stem} (1).ipynb")
+    monkeypatch.chdir(renamed)
+    assert feedback.Notebook(student.name).check_all(env).passed
+    with pytest.raises(FileNotFoundError, match="no renamed copy"):
+        feedback.Notebook("a2_rank_collapse.ipynb")
 
 
 def test_otter_cells_are_recognised():

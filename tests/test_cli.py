@@ -169,6 +169,9 @@ BAD_ARGUMENTS = [  # (arguments, what the message says), refused while parsing (
     (["grade", "NOTEBOOK", "-a", "AUTOGRADER", "--timeout", "0"], "--timeout: expected a finite number > 0, got 0"),
     (["grade", "NOTEBOOK", "-a", "AUTOGRADER", "--timeout", "-1"], "--timeout: expected a finite number > 0, got -1"),
     (["grade", "NOTEBOOK", "-a", "AUTOGRADER", "--timeout", "inf"], "--timeout: expected a finite number > 0, got inf"),
+    (["grade", "NOTEBOOK", "-a", "AUTOGRADER", "-j", "0"], "--jobs: expected an integer >= 1, got 0"),
+    (["grade", "NOTEBOOK", "-a", "AUTOGRADER", "-j", "2", "--dask", "local:2"], "not allowed with argument -j/--jobs"),
+    (["assign", "MISSING"], "masters: MISSING is not an existing file"),
     (["sweep", "OUT", "--seeds", "0"], "--seeds: expected an integer >= 1, got 0"),
     (["sweep", "OUT", "--depth", "0"], "--depth: expected an integer >= 1, got 0"),
     (["sweep", "OUT", "--T", "6", "-8"], "--T: expected an integer >= 2 (a number of tokens), got -8"),
@@ -368,18 +371,23 @@ def test_grade_reports_why_a_submission_could_not_be_graded(tmp_path, capsys, mo
     for name in ("key.py", "questions.json", "good.ipynb", "bad.ipynb", "crashed.ipynb"):
         (tmp_path / ("ag" if name.endswith(("py", "json")) else "") / name).write_text("{}")
 
-    def fake(sub, autograder, **kwargs):  # the sandboxed run is tested in test_grading_attacks
-        if sub.name == "bad.ipynb":
-            raise RuntimeError("the answer key raised KeyError: 'q9'")
-        error = "exit status 1: JSONDecodeError: Expecting value" if sub.name == "crashed.ipynb" else None
-        return {"score": 1.0, "possible": 2.0, "tests": [], "limits_hit": [], "error": error}
+    def fake(subs, autograder, **kwargs):  # the sandboxed run is tested in test_grading_attacks
+        for sub in subs:
+            bad, crashed = sub.path.name == "bad.ipynb", sub.path.name == "crashed.ipynb"
+            error = ("RuntimeError: the answer key raised KeyError: 'q9'" if bad
+                     else "exit status 1: JSONDecodeError: Expecting value" if crashed else None)
+            notes = [f"not graded: {error}"] if bad else [f"run failed: {error}"] if crashed else []
+            yield {"notebook": str(sub.path), "score": 0.0 if bad else 1.0, "possible": 2.0, "tests": [],
+                   "graded": not bad, "notes": notes, "error": error}
 
-    monkeypatch.setattr(grading, "grade", fake)
+    monkeypatch.setattr(grading, "load", lambda autograder: grading.Assignment("a1", {"q1": 2.0}, None, {}, {}))
+    monkeypatch.setattr(grading, "grade_all", fake)
     notebooks = [str(tmp_path / n) for n in ("good.ipynb", "bad.ipynb", "crashed.ipynb")]
     assert main(["grade", *notebooks, "-a", str(tmp_path / "ag")]) == 1
     out, err = capsys.readouterr()
     assert f"bad.ipynb: could not be graded: RuntimeError: the answer key raised KeyError: 'q9'" in err
     assert out.splitlines() == [f"{notebooks[0]}: 1 / 2",
+                                f"{notebooks[1]}: not graded: RuntimeError: the answer key raised KeyError: 'q9'",
                                 f"{notebooks[2]}: 1 / 2  (run failed: exit status 1: JSONDecodeError: Expecting value)"]
     assert main(["grade", notebooks[0], "-a", str(tmp_path / "ag")]) == 0
     capsys.readouterr()

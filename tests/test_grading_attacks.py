@@ -32,7 +32,7 @@ import pytest
 
 pytest.importorskip("otter", reason="otter-grader not installed: pip install -e .[assign]")
 
-from rcteach.tools.grading import answers, intake, sandbox, seccomp, verdict
+from rcteach.tools.grading import answers, sandbox, seccomp, verdict
 
 from rcteach.tools import grading  # noqa: E402
 
@@ -249,9 +249,10 @@ def _notebook(cells, path) -> pathlib.Path:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    """Assignment 1 built by ``assign``: the student notebook, the autograder folder (with its zips)."""
-    return grading.assign(MASTER, tmp_path_factory.mktemp("build"), run_tests=False)
+def built(built_assignments):
+    """Assignment 1 built by ``assign`` (once per test run, conftest.py): the student notebook, the
+    autograder folder (with its zips)."""
+    return built_assignments["a1_spectral_gap"]
 
 
 @pytest.fixture(scope="module")
@@ -322,7 +323,7 @@ def test_limits_are_reported(graded):
     assert len(r["huge output"]["output"]) <= sandbox.Limits().output
     assert "Resource temporarily unavailable" in r["fork bomb"]["output"]
     assert "MemoryError" in r["memory hog"]["output"]
-    assert r["slow cell"]["notes"] == ["code cell 1 was stopped at the per-cell time limit of 1 s"]
+    assert "cell 1 was stopped at the per-cell time limit of 1 s" in r["slow cell"]["notes"]
 
 
 def test_a_submission_cannot_outlive_its_grading(graded):
@@ -452,12 +453,13 @@ def test_cli_grades_a_folder_into_a_csv(graded, tmp_path, capsys):
     out = tmp_path / "results"
     assert main(["grade", str(tmp_path / "class"), "-a", str(graded["autograder"]), "--timeout", "60", "-o", str(out)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines == [f"{tmp_path / 'class' / s / 'a1_spectral_gap.ipynb'}: 0 / 12" for s in ("alice", "bob")]
+    assert lines[:2] == [f"{tmp_path / 'class' / s / 'a1_spectral_gap.ipynb'}: 0 / 12" for s in ("alice", "bob")]
     with open(out / "scores.csv") as f:
         rows = list(csv.DictReader(f))
-    assert [r["notebook"].split("/")[-2] for r in rows] == ["alice", "bob"] and rows[0]["possible"] == "12.0"
-    assert {"q1a", "q3", "limits_hit"} <= set(rows[0])
-    assert sorted(p.name for p in out.glob("*.json")) == ["alice__a1_spectral_gap-results.json", "bob__a1_spectral_gap-results.json"]
+    assert [(r["student"], r["notebook"].split("/")[-2]) for r in rows] == [("alice", "alice"), ("bob", "bob")]
+    assert rows[0]["possible"] == "12" and {"q1a", "q3", "notes", "seed"} <= set(rows[0])
+    assert sorted(p.name for p in (out / "results").glob("*.json")) == ["alice.json", "bob.json"]
+    assert sorted(p.name for p in (out / "feedback").glob("*.md")) == ["alice.md", "bob.md"]
 
 
 def test_links_to_the_solutions_score_nothing(graded, tmp_path, capsys):
@@ -480,28 +482,26 @@ def test_links_to_the_solutions_score_nothing(graded, tmp_path, capsys):
         scores = {r["notebook"].split("/")[-2]: float(r["score"]) for r in csv.DictReader(f)}
     assert scores.get("carol") == 0 and scores.get("mallory", 0) == 0 and scores.get("trudy", 0) == 0, scores
     for link in ("mallory", "trudy"):
-        with pytest.raises(ValueError, match="not a regular file|assignment's own files"):
+        with pytest.raises(ValueError, match="symbolic link|assignment's own files"):
             grading.grade(tmp_path / "class" / link / "a1_spectral_gap.ipynb", graded["autograder"], timeout=60)
 
 
 def test_special_files_and_malformed_notebooks(graded, tmp_path):
     """A FIFO is refused at once (reading it would hang the grader); a file that is not a notebook of
-    format 4 or 3 scores 0 with the reason; a format-3 notebook is run."""
+    format 4 or 3 is refused with the reason (a row with 0 in a class); a format-3 notebook is run."""
     fifo = tmp_path / "fifo.ipynb"
     os.mkfifo(fifo)
-    with pytest.raises(ValueError, match="not a regular file \\(a FIFO\\)"):
+    with pytest.raises(ValueError, match="a FIFO"):
         grading.grade(fifo, graded["autograder"], timeout=60)
     for name, content in {"dict cells": {"nbformat": 4, "cells": {"0": {"cell_type": "code"}}},
                           "version 5": {"nbformat": 5, "cells": []}, "not an object": [1, 2]}.items():
         path = tmp_path / f"{name}.ipynb"
         path.write_text(json.dumps(content))
-        r = grading.grade(path, graded["autograder"], timeout=60)
-        assert r["score"] == 0 and r["error"].startswith("not a notebook that can be run"), (name, r["error"])
-        assert all("not a notebook" in t["feedback"][0] for t in r["tests"])
+        with pytest.raises(ValueError, match="not a notebook"):
+            grading.grade(path, graded["autograder"], timeout=60)
     v3 = {"nbformat": 3, "nbformat_minor": 0, "metadata": {}, "worksheets": [{"cells": [
         {"cell_type": "markdown", "source": "# old"}, {"cell_type": "code", "input": ["print('RAN', ", "'FORMAT 3')"]}]}]}
     (tmp_path / "v3.ipynb").write_text(json.dumps(v3))
-    assert intake.code_cells(tmp_path / "v3.ipynb") == ["print('RAN', 'FORMAT 3')"]
     r = grading.grade(tmp_path / "v3.ipynb", graded["autograder"], timeout=60)
     assert "RAN FORMAT 3" in r["output"] and r["error"] is None and r["score"] == 0
 

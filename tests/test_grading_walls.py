@@ -2,7 +2,7 @@
 
 The seccomp program is run on a small classic-BPF interpreter for every architecture it knows;
 the cgroup of a run is made, filled and emptied for real where this machine offers one; the
-comparison core, the text escaping and the notebook intake are checked on the values that broke
+comparison core, the text escaping and the reading of a notebook are checked on the values that broke
 them.  The adversarial submissions themselves are in test_grading_attacks.py.
 """
 
@@ -18,7 +18,7 @@ import time
 import numpy as np
 import pytest
 
-from rcteach.tools.grading import answers, cgroup, intake, seccomp, verdict
+from rcteach.tools.grading import answers, cgroup, harness, seccomp, submissions, verdict
 
 
 def _verdict(program: bytes, arch: int, nr: int, *args: int) -> int:
@@ -129,34 +129,36 @@ def test_notes_are_read_escaped_and_bounded():
     assert len(notes) == 20 and notes[0] == "cell 1 \\x1b[2J stopped"
 
 
-def test_intake_reads_formats_4_and_3_and_refuses_the_rest(tmp_path):
+def test_reading_a_notebook_takes_formats_4_and_3_and_refuses_the_rest(tmp_path):
     v4 = {"nbformat": 4, "cells": [{"cell_type": "markdown", "source": "x"}, {"cell_type": "code", "source": ["a = 1\n", "b"]}]}
     (tmp_path / "v4.ipynb").write_text(json.dumps(v4))
-    assert intake.code_cells(tmp_path / "v4.ipynb") == ["a = 1\nb"]
-    for content, reason in ((b"{", "not JSON"), (b"[]", "JSON list"), (b'{"nbformat": 4, "cells": 3}', "not a list"),
-                            (b'{"nbformat": 4, "cells": [1]}', "cell 1 is not a cell"),
-                            (b'{"nbformat": 4, "cells": [{"cell_type": "code", "source": 7}]}', "neither text"),
-                            (b'{"nbformat": 3, "worksheets": 1}', "format 3"), (b'{"cells": []}', "format None")):
+    assert harness.code_cells(submissions.read_notebook(tmp_path / "v4.ipynb")[1]) == ["a = 1\nb"]
+    v3 = {"nbformat": 3, "worksheets": [{"cells": [{"cell_type": "code", "input": ["a = 1\n", "b"]}]}]}
+    (tmp_path / "v3.ipynb").write_text(json.dumps(v3))
+    data, notebook = submissions.read_notebook(tmp_path / "v3.ipynb")
+    assert harness.code_cells(notebook) == ["a = 1\nb"] and json.loads(data) == notebook  # the sandbox gets format 4
+    for content, reason in ((b"{", "not valid JSON"), (b"[]", "no nbformat-4 cells"), (b'{"nbformat": 4, "cells": 3}', "cells"),
+                            (b'{"nbformat": 3, "worksheets": 1}', "format 3"), (b'{"cells": []}', "nbformat-4")):
         (tmp_path / "bad.ipynb").write_bytes(content)
-        with pytest.raises(intake.NotANotebook, match=reason):
-            intake.code_cells(tmp_path / "bad.ipynb")
+        with pytest.raises(submissions.SubmissionError, match=reason):
+            submissions.read_notebook(tmp_path / "bad.ipynb")
     os.mkfifo(tmp_path / "fifo")
     start = time.monotonic()
     with pytest.raises(ValueError, match="FIFO"):
-        intake.code_cells(tmp_path / "fifo")
+        submissions.read_notebook(tmp_path / "fifo")
     assert time.monotonic() - start < 5  # refused, not read (reading would wait for a writer)
     for special, kind in ((tmp_path, "folder"), ("/dev/null", "device")):
         with pytest.raises(ValueError, match=kind):
-            intake.code_cells(special)
+            submissions.read_notebook(special)
     (tmp_path / "protected").mkdir()
     (tmp_path / "protected" / "solutions.ipynb").write_text(json.dumps(v4))
     os.link(tmp_path / "protected" / "solutions.ipynb", tmp_path / "hard.ipynb")
     (tmp_path / "soft.ipynb").symlink_to(tmp_path / "protected" / "solutions.ipynb")
-    for link in ("hard.ipynb", "soft.ipynb"):
-        with pytest.raises(ValueError, match="assignment's own files"):
-            intake.code_cells(tmp_path / link, protected=[tmp_path / "protected"])
+    for link, reason in (("hard.ipynb", "assignment's own files"), ("soft.ipynb", "symbolic link")):
+        with pytest.raises(ValueError, match=reason):
+            submissions.read_notebook(tmp_path / link, protected=[tmp_path / "protected"])
     own = tmp_path / "protected" / "solutions.ipynb"  # the instructor grading the solutions where they are
-    assert intake.code_cells(own, protected=[tmp_path / "protected"]) == ["a = 1\nb"]
+    assert harness.code_cells(submissions.read_notebook(own, protected=[tmp_path / "protected"])[1]) == ["a = 1\nb"]
 
 
 @pytest.mark.parametrize("delegated", [True, False])

@@ -2,7 +2,9 @@
 
 ``asks(rng, ask)`` lists, per question, what the grader asks a graded notebook; ``rng`` is a
 ``random.Random`` seeded afresh for every submission, so the inputs below are unknown to students.
-The expected answers are the solutions notebook's answers to the same asks.
+The expected answers are the solutions notebook's answers to the same asks.  ``WRONG`` lists, per
+question, obvious wrong answers that the public tests and these asks must both reject
+(``python -m rcteach assign --check``).
 """
 
 import torch
@@ -23,3 +25,12 @@ def asks(rng, ask):
                         rng.randrange(4, 16), seed())],
         "q4": [ask.call("norm_preserving_var", rng.randrange(2, 500)), ask.value("growth_per_layer")],
     }
+
+
+WRONG = {
+    "q1": ["def frobenius_stable_rank(X):\n    s = torch.linalg.svdvals(X)\n    return s.sum(-1) / s[..., 0]",
+           "def gram_stable_rank(X):\n    s = torch.linalg.svdvals(X)\n    return (s**2).sum(-1) / s[..., 0] ** 2"],
+    "q2": ["width_sr, input_sr = input_sr, width_sr"],
+    "q3": ["def mu_ratio_law(T, s2, L):\n    return (math.expm1(s2) / T) ** (L + 1)"],
+    "q4": ["def norm_preserving_var(d):\n    return 1.0 / d**2"],
+}

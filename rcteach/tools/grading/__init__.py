@@ -1,32 +1,37 @@
 """Course assignments: build them with otter-grader, grade them so that a submission cannot change its verdict.
 
 The master notebooks live in ``assignments/<name>/<name>.ipynb`` (Otter Assign format: solutions,
-public and hidden tests) next to ``key.py``, the answer key of the trusted grader; an installed
-rcteach ships them (:data:`ASSIGNMENTS_DIR`).  Needs the optional extra ``pip install
-'rcteach[assign]'`` (otter-grader, ipykernel) and, to grade, Linux with bubblewrap (``bwrap``).
+public and hidden tests) next to ``key.py``, the answer key of the trusted grader
+(``docs/writing-assignments.md``); an installed rcteach ships them (:data:`ASSIGNMENTS_DIR`).  Needs
+the optional extra ``pip install 'rcteach[assign]'`` (otter-grader, ipykernel) and, to grade, Linux
+with bubblewrap (``bwrap``), or root in a fresh container (:mod:`.sandbox`'s two backends).
 
 * :func:`assign_all` runs ``otter assign`` on every master notebook and writes, per assignment,
-  ``<build>/<name>/student/`` (the notebook handed out; students run the public tests with
-  ``grader.check``) and ``<build>/<name>/autograder/`` (the solutions notebook, otter's zip, and
-  for this grader the answer key and the points: the folder is the AUTOGRADER of ``grade``; and
+  ``<build>/<name>/student/`` (the notebook handed out, with its points and an install line:
+  :mod:`.authoring`; students run the public tests with ``grader.check``) and
+  ``<build>/<name>/autograder/`` (the solutions notebook, otter's zip, and for this grader the
+  answer key and the points: the folder is the AUTOGRADER of ``grade``; and
   ``<name>-gradescope.zip``, this grader as a Gradescope autograder, see :mod:`.gradescope`).
+  :func:`.authoring.check_assignment` checks a new master.
 * :func:`grade` runs a submission in a fresh sandbox (:mod:`.sandbox`, :mod:`.harness`) that sees
   no answer key, no solutions and no tests; the submission answers the key's asks (values, and its
-  functions on inputs drawn for this run) as plain data, which this process marks (:mod:`.verdict`)
-  against the solutions' answers to the same asks, computed here.
+  functions on inputs drawn for this run from a seed that is kept) as plain data, which this
+  process marks (:mod:`.verdict`) against the solutions' answers to the same asks, computed here.
+  :func:`grade_all` grades a class (:mod:`.submissions`: which files, whose), several sandboxes at a
+  time or on a dask cluster, into a gradebook (:mod:`.gradebook`).
 
-Command line: ``python -m rcteach assign [-o _build/assignments]``,
-``python -m rcteach grade NOTEBOOK_OR_FOLDER... -a AUTOGRADER_FOLDER [--timeout 600] [-o DIR] [--backend auto]``,
+Command line (:mod:`.commands`): ``python -m rcteach assign [MASTER...] [-o _build/assignments] [--check]``
+``python -m rcteach grade NOTEBOOK_OR_FOLDER... -a AUTOGRADER_FOLDER [--timeout 600] [-o DIR] [-j N] [--backend auto]``,
 ``python -m rcteach gradescope -a AUTOGRADER_FOLDER -o ZIP`` and (inside Gradescope's container)
 ``python -m rcteach gradescope-run /autograder``.
 """
 
 from __future__ import annotations
 
-import argparse
-import csv
 import dataclasses
 import functools
+import hashlib
+import importlib
 import importlib.util
 import json
 import math
@@ -34,18 +39,20 @@ import os
 import pathlib
 import platform
 import random
+import re
 import secrets
 import shutil
 import subprocess
 import sys
 import tempfile
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 
 from ... import _extras, _files
-from .._args import UsageError, existing_dir, existing_path, output_dir, positive_float
-from . import answers, gradescope, harness, intake, verdict
+from . import answers, gradebook, gradescope, harness, submissions, verdict
 
-__all__ = ["ASSIGNMENTS_DIR", "masters", "assign", "assign_all", "grade", "question_points"]
+__all__ = ["ASSIGNMENTS_DIR", "masters", "assign", "assign_all", "question_points", "Assignment", "load", "run_solutions",
+           "Asked", "draw_asks", "reference", "run_sandboxed", "grade", "grade_all"]
 
 #: The masters: shipped with an installed rcteach, the repository's ``assignments/`` in a checkout.
 ASSIGNMENTS_DIR = _files.assignments_dir()
@@ -56,12 +63,17 @@ BACKENDS = ("auto", "bwrap", "container")
 def _sandbox():
     """:mod:`.sandbox`, imported when grading (it needs Linux: ``resource``, bubblewrap), so that every
     other command works on Windows and macOS.  An ImportError saying so where it cannot load."""
-    try:
-        from . import sandbox
+    try:  # not `from . import sandbox`: that asks this module's __getattr__ for it first
+        return importlib.import_module(f"{__name__}.sandbox")
     except ImportError as err:
         raise ImportError(f"grading runs each submission in a bubblewrap sandbox, which needs Linux; this system "
                           f"({platform.system()}) lacks the module {err.name or err}") from err
-    return sandbox
+
+
+def __getattr__(name):
+    if name == "sandbox":  # grading.sandbox, loaded on first use (see _sandbox)
+        return _sandbox()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _otter() -> list[str]:
@@ -100,13 +112,15 @@ def assign(master, build="_build/assignments", *, run_tests=True, timeout=600) -
     zips = sorted((target / "autograder").glob("*.zip"))
     if proc.returncode != 0 or not zips:
         raise RuntimeError(f"otter assign failed for {master}:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
-    autograder = target / "autograder"
+    from .authoring import annotate_student
+
+    autograder, points = target / "autograder", question_points(master)
     shutil.copyfile(master.parent / KEY, autograder / KEY)
-    (autograder / QUESTIONS).write_text(json.dumps({"name": master.stem, "points": question_points(master)}))
+    (autograder / QUESTIONS).write_text(json.dumps({"name": master.stem, "points": points}))
+    annotate_student(target / "student" / master.name, points)
     _add_rcteach_to_otter_zip(zips[0])
     gradescope.autograder_zip(autograder, autograder / f"{master.stem}-gradescope.zip")  # 600 s per submission
     return {"student": target / "student" / master.name, "autograder": autograder}
-
 
 def _add_rcteach_to_otter_zip(path: pathlib.Path) -> None:
     """Make otter's Gradescope zip install what the notebooks import: torch (CPU build) and rcteach
@@ -192,18 +206,42 @@ def _load_key_module(path):
     return key
 
 
+@dataclasses.dataclass(frozen=True)
+class Assignment:
+    """A built assignment as the grader holds it: ``name``, ``points`` ``{question: points}``, the key's
+    ``asks(rng, ask)`` and ``wrong`` (its ``WRONG``: obvious wrong answers per question), and
+    ``solutions``, the namespace of the solutions notebook executed in the grader's process."""
+
+    name: str
+    points: dict
+    asks: object
+    wrong: dict
+    solutions: dict
+
+
 @functools.lru_cache(maxsize=8)
-def _load(folder: pathlib.Path):
-    """The assignment's points, its ``asks(rng, ask)`` and the namespace of its solutions notebook,
-    executed here, in the grader's process (trusted code: the instructor's solutions)."""
+def _load(folder: pathlib.Path) -> Assignment:
+    """The :class:`Assignment` of an autograder folder; its solutions run here, once per process
+    (trusted code: the instructor's solutions), and every submission is marked against them."""
     meta = json.loads((folder / QUESTIONS).read_text())
     key = _load_key_module(folder / KEY)
+    return Assignment(meta["name"], meta["points"], key.asks, getattr(key, "WRONG", {}), run_solutions(folder))
+
+
+def run_solutions(autograder) -> dict:
+    """The namespace of the autograder's solutions notebook, executed here (otter's cells skipped)."""
+    folder = _autograder_dir(autograder)
+    name = json.loads((folder / QUESTIONS).read_text())["name"]
     namespace = {"__name__": "__solutions__"}
-    solutions = json.loads((folder / f"{meta['name']}.ipynb").read_text())
-    for source in harness.code_cells(solutions):
+    for source in harness.code_cells(json.loads((folder / f"{name}.ipynb").read_text())):
         if not (harness.is_otter_cell(source) or harness.CHECK.match(source)):
             exec(compile(source, "<solutions>", "exec"), namespace)
-    return meta["points"], key.asks, namespace
+    return namespace
+
+
+def load(autograder) -> Assignment:
+    """The :class:`Assignment` of the autograder folder ``autograder`` built by :func:`assign`."""
+    return _load(_autograder_dir(autograder).resolve())
 
 
 #: Starts :mod:`.harness` in the sandbox without running the package's ``__init__`` (which imports
@@ -212,95 +250,74 @@ _HARNESS = ("import sys, types; pkg = types.ModuleType('_rcteach_grading'); pkg.
             "sys.modules[pkg.__name__] = pkg; from _rcteach_grading import harness; sys.exit(harness.main(sys.argv[2:]))")
 
 
-def _reference(namespace, ask):
-    """The solutions' answer to ``ask``, through the same plain-data round trip as a submission's."""
-    return answers.decode(json.loads(json.dumps(answers.evaluate(namespace, ask))))
+def reference(namespace, ask):
+    """The solutions' answer to ``ask`` (and to the same ask of each name in its ``accept``: then a
+    :class:`.verdict.AnyOf`), through the same plain-data round trip as a submission's."""
+    values = [answers.decode(json.loads(json.dumps(answers.evaluate(namespace, {**ask, "name": name}))))
+              for name in [ask["name"], *ask.get("accept", ())]]
+    return values[0] if len(values) == 1 else verdict.AnyOf(values)
 
 
-def grade(submission, autograder, *, timeout=600, output_dir=None, cell_timeout=None, limits=None,
-          backend="auto", unsafe_no_sandbox=False) -> dict:
-    """Grade one notebook: run it in a fresh sandbox (:mod:`.sandbox`), mark its answers outside.
+@dataclasses.dataclass(frozen=True)
+class Asked:
+    """What one submission is asked: the ``seed`` of its inputs, the ``asks`` per question, their
+    ``digest`` (SHA-256 of the asks as JSON: equal digests, equal questions) and the reference answers ``want``."""
 
-    The submission is read here first (:func:`.intake.code_cells`: a regular file, not a link to
-    the autograder's files, notebook format 4 or 3) and only its code cells go into the sandbox.
-    The answer key draws this run's inputs (fresh seeds, sizes) with a secret random generator; the
-    submission answers them inside the sandbox (:mod:`.harness`); the reference answers come from
-    the solutions notebook executed in this process.  ``timeout``: wall-clock seconds for the whole
-    run (also its CPU-time limit); ``cell_timeout`` (default: ``timeout``): soft limit per cell and
-    per answer, so that one hanging cell does not cost the questions after it (a cell it stops is
-    named in ``notes``).  ``limits`` (a :class:`.sandbox.Limits`) overrides all limits.
-    ``backend``: ``"auto"``, ``"bwrap"`` or ``"container"`` (see :mod:`.sandbox`).  Raises
-    :class:`.sandbox.SandboxUnavailable` if that sandbox does not work here, unless
-    ``unsafe_no_sandbox=True`` (the submission can then read and change the grader's files).
+    seed: int
+    asks: dict
+    digest: str
+    want: dict
 
-    Returns ``score``, ``possible``, ``tests`` (per question: ``name``, ``score``, ``max_score``,
-    ``feedback``), ``limits_hit`` (as seen from outside), ``notes`` (the harness's, e.g. a cell
-    stopped at the per-cell limit), ``output`` (the run's first output, untrusted, control
-    characters escaped), ``seconds``, ``backend`` and ``error`` (None, or why the run failed: see
-    :func:`_failure`; a file that is not a runnable notebook scores 0 with the reason here).
-    ``output_dir`` also keeps this as JSON.
-    """
-    submission, folder = pathlib.Path(submission), _autograder_dir(autograder)
-    if not (isinstance(timeout, (int, float)) and timeout > 0):
-        raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
-    sandbox = _sandbox()
-    if cell_timeout is not None and not (isinstance(cell_timeout, (int, float)) and cell_timeout > 0):
-        raise ValueError(f"cell_timeout must be a number of seconds > 0, got {cell_timeout!r}")
-    protected = [folder, ASSIGNMENTS_DIR]
-    try:
-        cells, unreadable = intake.code_cells(submission, protected=protected), None
-    except intake.NotANotebook as e:
-        cells, unreadable = None, f"not a notebook that can be run: {e}"
-    kind = "unsafe"
-    if not unsafe_no_sandbox:
-        try:
-            kind = sandbox.resolve(backend)
-        except sandbox.SandboxUnavailable as e:
-            raise sandbox.SandboxUnavailable(f"{e}. Refusing to grade without a sandbox: a submission could read the "
-                                             "reference answers and change the grader's files (--unsafe-no-sandbox "
-                                             "grades anyway)") from None
-        if kind == "container":
-            _hidden_from_other_users(protected)
-    limits = limits or sandbox.Limits(wall=float(timeout), cpu=math.ceil(timeout))
-    points, make_asks, solutions = _load(folder.resolve())
-    asks = make_asks(random.Random(secrets.randbits(64)), answers.ASK)
-    if set(asks) != set(points) or not all(asks.values()):  # a question without asks would be free points
-        raise ValueError(f"the answer key must ask about every question {sorted(points)} (it asks about "
+
+def draw_asks(assignment: Assignment, seed: int | None = None) -> Asked:
+    """Draw a submission's asks from the answer key with ``random.Random(seed)`` (default: a fresh
+    secret seed) and compute the reference answers to them."""
+    if seed is None:
+        seed = secrets.randbits(64)
+    elif isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    asks = assignment.asks(random.Random(seed), answers.ASK)
+    if set(asks) != set(assignment.points) or not all(asks.values()):  # a question without asks would be free points
+        raise ValueError(f"the answer key must ask about every question {sorted(assignment.points)} (it asks about "
                          f"{sorted(q for q, a in asks.items() if a)})")
-    if cells is None:
-        out = sandbox.Outcome(b"", "", None, [], 0.0, backend=kind)
-        marks = [verdict.Mark(q, 0.0, float(p), [f"no answer: the submission is {unreadable}"]) for q, p in points.items()]
-    else:
-        want = {q: [_reference(solutions, a) for a in asks[q]] for q in asks}
-        out = _run_cells(cells, asks, limits, cell_timeout or timeout, kind)
-        got = verdict.read_answers(out.answers, asks)
-        marks = [verdict.mark(q, p, asks[q], got.get(q), want[q]) for q, p in points.items()]
-    result = {"score": sum(m.score for m in marks), "possible": float(sum(points.values())),
-              "tests": [dataclasses.asdict(m) for m in marks], "limits_hit": out.limits_hit,
-              "notes": verdict.read_notes(out.answers), "output": out.output, "seconds": out.seconds,
-              "backend": out.backend, "error": unreadable or _failure(out)}
-    if output_dir is not None:
-        pathlib.Path(output_dir).mkdir(parents=True, exist_ok=True)
-        name = "__".join(submission.with_suffix("").parts[-2:]) + "-results.json"
-        pathlib.Path(output_dir, name).write_text(json.dumps(result, indent=1))
-    return result
+    digest = hashlib.sha256(json.dumps(asks, sort_keys=True).encode()).hexdigest()
+    return Asked(seed, asks, digest, {q: [reference(assignment.solutions, a) for a in asks[q]] for q in asks})
 
 
-def _run_cells(cells, asks, limits, cell_seconds, kind) -> sandbox.Outcome:
-    """Run the code ``cells`` in a fresh sandbox of backend ``kind`` and collect its answers to ``asks``."""
+def run_sandboxed(notebook: bytes, asks: dict, limits: sandbox.Limits, cell_timeout: float,
+                  unsafe_no_sandbox: bool = False, backend: str = "auto") -> sandbox.Outcome:
+    """Run a notebook (its bytes) in a fresh sandbox of ``backend`` (:mod:`.sandbox`) and let it
+    answer ``asks``: the untrusted half of grading, on this machine or on a worker of a cluster (it
+    needs no answer key, no solutions)."""
     sandbox = _sandbox()
     with tempfile.TemporaryDirectory(prefix="rcteach-grade-") as tmp:
-        notebook = {"nbformat": 4, "nbformat_minor": 4, "metadata": {},
-                    "cells": [{"cell_type": "code", "metadata": {}, "source": c, "outputs": [], "execution_count": None}
-                              for c in cells]}
-        for name, content in (("submission.ipynb", notebook), ("asks.json", {"questions": asks, "preload": PRELOAD})):
-            pathlib.Path(tmp, name).write_text(json.dumps(content))
+        inputs = {"submission.ipynb": notebook, "asks.json": json.dumps({"questions": asks, "preload": PRELOAD}).encode()}
+        for name, data in inputs.items():
+            pathlib.Path(tmp, name).write_bytes(data)
             os.chmod(pathlib.Path(tmp, name), 0o644)
         os.chmod(tmp, 0o711)  # the container backend's user reads these two files, and lists nothing
         argv = [sys.executable, "-c", _HARNESS, str(HARNESS_DIR), f"{tmp}/submission.ipynb", f"{tmp}/asks.json",
-                "{answers_fd}", str(cell_seconds)]
-        return sandbox.run(argv, read_only=[tmp], packages=[PACKAGE_DIR], limits=limits,
-                           backend="auto" if kind == "unsafe" else kind, unsafe_no_sandbox=kind == "unsafe")
+                "{answers_fd}", str(cell_timeout)]
+        return sandbox.run(argv, read_only=[tmp], packages=[PACKAGE_DIR], limits=limits, backend=backend,
+                           unsafe_no_sandbox=unsafe_no_sandbox)
+
+
+def _require_sandbox(unsafe_no_sandbox: bool, backend: str, protected) -> str:
+    """The backend the submissions will run in (``"auto"`` with ``unsafe_no_sandbox``); raises
+    :class:`.sandbox.SandboxUnavailable` where that sandbox does not work here, or where the
+    container backend would let its user read the solutions (``protected``: their folders)."""
+    if unsafe_no_sandbox:
+        return "auto"
+    sandbox = _sandbox()
+    try:
+        kind = sandbox.resolve(backend)
+    except sandbox.SandboxUnavailable as e:
+        raise sandbox.SandboxUnavailable(f"{e}. Refusing to grade without a sandbox: a submission could read the "
+                                         "reference answers and change the grader's files (--unsafe-no-sandbox "
+                                         "grades anyway)") from None
+    if kind == "container":
+        _hidden_from_other_users(protected)
+    return kind
 
 
 def _hidden_from_other_users(folders) -> None:
@@ -320,6 +337,146 @@ def _hidden_from_other_users(folders) -> None:
                 f"user could: make it private first (chmod -R go-rwx {path})")
 
 
+
+def _limits(timeout, limits) -> sandbox.Limits:
+    if not (isinstance(timeout, (int, float)) and timeout > 0):
+        raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
+    return limits or _sandbox().Limits(wall=float(timeout), cpu=math.ceil(timeout))
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def grade(submission, autograder, *, timeout=600, output_dir=None, cell_timeout=None, limits=None, backend="auto",
+          unsafe_no_sandbox=False, seed=None) -> dict:
+    """Grade one notebook: run it in a fresh sandbox (:mod:`.sandbox`), mark its answers outside.
+
+    The answer key draws this run's inputs (fresh sizes and seeds, from ``random.Random(seed)``;
+    ``seed`` None: a fresh secret one); the submission answers them inside the sandbox
+    (:mod:`.harness`); the reference answers come from the solutions notebook executed in this
+    process.  ``timeout``: wall-clock seconds for the whole run (also its CPU-time limit);
+    ``cell_timeout`` (default ``timeout``): soft limit per cell and per answer (a cell it stops is
+    named in ``notes``).  ``limits`` (a :class:`.sandbox.Limits`) overrides all limits.
+    ``backend``: ``"auto"``, ``"bwrap"`` or ``"container"`` (see :mod:`.sandbox`).  Raises
+    ``ValueError`` for a submission that is not a regular notebook file or is one of the
+    autograder's own files under another name (:mod:`.submissions`), and
+    :class:`.sandbox.SandboxUnavailable` if that sandbox does not work here, unless
+    ``unsafe_no_sandbox=True`` (the submission can then read and change the grader's files).
+
+    Returns ``student`` (its id, :func:`.submissions.student_id`), ``notebook``, ``assignment``,
+    ``score``, ``possible``, ``tests`` (per question: ``name``, ``score``, ``max_score``,
+    ``feedback``), ``notes`` (what the gradebook notes: limits hit, a failed run, a notebook of
+    another assignment; the harness's, e.g. a cell stopped at the per-cell limit), ``limits_hit`` (as
+    seen from outside), ``error`` (None, or why the run failed: see :func:`_failure`),
+    ``cell_errors``, ``output`` (the run's first output, untrusted, control characters escaped),
+    ``seconds``, ``backend``, ``cpu_seconds_reported`` (the run's own report: untrusted), ``seed`` and
+    ``asks_sha256``.  ``output_dir``: also write it to a gradebook there (:mod:`.gradebook`).
+    """
+    submission = pathlib.Path(submission)
+    if not submission.exists() and not submission.is_symlink():
+        raise ValueError(f"submission {submission} does not exist")
+    assignment = load(autograder)
+    subs = [submissions.Submission(submissions.student_id(submission, None, assignment.name), submission)]
+    # raises SubmissionError (a ValueError) saying why it cannot be graded
+    submissions.read_notebook(submission, protected=_protected(autograder))
+    [result] = grade_all(subs, autograder, timeout=timeout, cell_timeout=cell_timeout, limits=limits, jobs=1,
+                         backend=backend, unsafe_no_sandbox=unsafe_no_sandbox, seeds={subs[0].student: seed})
+    if output_dir is not None:
+        gradebook.Gradebook(output_dir, assignment.name, assignment.points).add(result)
+    return result
+
+
+def _protected(autograder) -> list[pathlib.Path]:
+    """The folders whose files no submission may be under another name: the autograder's, the masters'."""
+    return [_autograder_dir(autograder), ASSIGNMENTS_DIR]
+
+
+def grade_all(subs, autograder, *, jobs=None, executor=None, timeout=600, cell_timeout=None, limits=None,
+              backend="auto", unsafe_no_sandbox=False, seeds=None):
+    """Grade a class: yield, in the order of ``subs`` (:class:`.submissions.Submission` items), one
+    result of :func:`grade` per submission, ``jobs`` sandboxes at a time (default: the cores), or
+    on ``executor`` (a ``concurrent.futures.Executor`` or a dask ``Client``, e.g. from
+    :func:`rcteach.sweep.executor_from`: only :func:`run_sandboxed` runs there; the asks, the
+    reference answers and the verdicts are computed here, once each).  The results do not depend on
+    how many run at once.  ``seeds``: ``{student: seed}`` of the inputs to ask (e.g. the gradebook's,
+    to replay a grading); the others get fresh ones.  A submission that cannot be graded is a result
+    with ``graded`` False, 0 points and its reason in ``notes``.
+    """
+    assignment = load(autograder)
+    limits = _limits(timeout, limits)
+    if cell_timeout is not None and not (isinstance(cell_timeout, (int, float)) and cell_timeout > 0):
+        raise ValueError(f"cell_timeout must be a number of seconds > 0, got {cell_timeout!r}")
+    cell_timeout = cell_timeout or limits.wall
+    protected = _protected(autograder)
+    kind = _require_sandbox(unsafe_no_sandbox, backend, protected)
+    seeds = seeds or {}
+    pool = executor or ThreadPoolExecutor(max_workers=jobs or _cores(), thread_name_prefix="rcteach-grade")
+    pending = []
+    try:
+        for sub in subs:
+            try:
+                if sub.problem is not None:
+                    raise submissions.SubmissionError(sub.problem)
+                data, notebook = submissions.read_notebook(sub.path, protected=protected)
+                asked = draw_asks(assignment, seeds.get(sub.student))
+            except (ValueError, RuntimeError, OSError) as e:
+                reason = str(e) if isinstance(e, submissions.SubmissionError) else f"{type(e).__name__}: {e}"
+                pending.append((sub, None, reason, None))
+                continue
+            pending.append((sub, asked, notebook, pool.submit(run_sandboxed, data, asked.asks, limits, cell_timeout,
+                                                              unsafe_no_sandbox, kind)))
+        for sub, asked, notebook, future in pending:
+            if asked is None:
+                yield _not_graded(sub, assignment, notebook)
+                continue
+            try:
+                outcome = future.result()
+            except Exception as e:  # e.g. a cluster worker without a sandbox
+                yield _not_graded(sub, assignment, f"the sandboxed run failed: {type(e).__name__}: {e}")
+                continue
+            yield _judge(sub, assignment, asked, notebook, outcome)
+    finally:
+        if executor is None:
+            pool.shutdown(cancel_futures=True)
+
+
+def _result(sub, assignment, marks, **fields) -> dict:
+    return {"student": sub.student, "notebook": str(sub.path), "assignment": assignment.name,
+            "score": sum(m.score for m in marks), "possible": float(sum(assignment.points.values())),
+            "tests": [dataclasses.asdict(m) for m in marks], "graded": True, "notes": [], "limits_hit": [],
+            "error": None, "cell_errors": [], "output": "", "seconds": 0.0, "backend": None, "cpu_seconds_reported": None,
+            "seed": None, "asks_sha256": None, **fields}
+
+
+def _not_graded(sub, assignment, reason: str) -> dict:
+    marks = [verdict.Mark(q, 0.0, float(p), [f"not graded: {reason}"]) for q, p in assignment.points.items()]
+    return _result(sub, assignment, marks, graded=False, notes=[f"not graded: {reason}"], error=reason)
+
+
+def _judge(sub, assignment, asked: Asked, notebook: dict, out: sandbox.Outcome) -> dict:
+    """Mark one sandboxed run against the reference answers (here, outside the sandbox)."""
+    got = verdict.read_answers(out.answers, asked.asks)
+    cell_errors = verdict.read_cell_errors(out.answers)
+    cells = dict(harness.numbered_code_cells(notebook))
+
+    def why_missing(name):  # the first cell that mentions the name and raised
+        for e in cell_errors:
+            if re.search(rf"\b{re.escape(name)}\b", cells.get(e["cell"], "")):
+                return f"cell {e['cell']} raised {e['error']}" + (f" ({e['where']})" if e["where"] else "")
+        return None
+
+    marks = [verdict.mark(q, p, asked.asks[q], got.get(q), asked.want[q], why_missing) for q, p in assignment.points.items()]
+    notes = (["stopped: " + "; ".join(out.limits_hit)] if out.limits_hit else []) + verdict.read_notes(out.answers)
+    if (error := _failure(out)) is not None:
+        notes.append(f"run failed: {error}")
+    if (other := submissions.assignment_of(notebook)) not in (None, assignment.name):
+        notes.append(f"this notebook is assignment {other} (its metadata), not {assignment.name}: graded as {assignment.name}")
+    return _result(sub, assignment, marks, notes=notes, limits_hit=out.limits_hit, error=error, cell_errors=cell_errors,
+                   output=out.output, seconds=out.seconds, backend=out.backend, cpu_seconds_reported=verdict.read_cpu_seconds(out.answers),
+                   seed=asked.seed, asks_sha256=asked.digest)
+
+
 def _failure(out) -> str | None:
     """Why a sandboxed run failed: None when it exited 0 or stopped at a limit (``limits_hit`` says
     which), else its exit status and the last line of its (untrusted, shortened) output."""
@@ -329,108 +486,4 @@ def _failure(out) -> str | None:
     return f"exit status {out.returncode}: {last[0][:300]}"
 
 
-def _main_assign(args) -> int:
-    if not masters(args.source):
-        raise UsageError(f"--source {args.source} holds no master notebooks <name>/<name>.ipynb")
-    try:
-        built = assign_all(args.output, source=args.source, run_tests=not args.no_run_tests)
-    except RuntimeError as e:  # otter missing, or a master whose solutions fail its tests
-        print(f"rcteach assign: {e}", file=sys.stderr)
-        return 1
-    for name, paths in built.items():
-        print(f"{name}: student notebook {paths['student']}, autograder {paths['autograder']}")
-    return 0
-
-
-def _submissions(paths) -> list[pathlib.Path]:
-    """The notebooks named, a folder standing for every ``.ipynb`` under it."""
-    found = []
-    for p in map(pathlib.Path, paths):
-        found += sorted(q for q in p.rglob("*.ipynb") if ".ipynb_checkpoints" not in q.parts) if p.is_dir() else [p]
-    return found
-
-
-def _main_grade(args) -> int:
-    """Grade each submission; one that cannot be graded is reported (why) and the exit status is 1."""
-    try:
-        sandbox = _sandbox()
-    except ImportError as err:  # Windows: the same for every submission
-        raise UsageError(str(err)) from err
-    rows, failed = [], 0
-    try:
-        for sub in _submissions(args.submissions):
-            try:
-                r = grade(sub, args.autograder, timeout=args.timeout, output_dir=args.output,
-                          cell_timeout=args.cell_timeout, backend=args.backend, unsafe_no_sandbox=args.unsafe_no_sandbox)
-            except sandbox.SandboxUnavailable as e:  # the same for every submission: install bwrap or pass the flag
-                raise UsageError(str(e)) from e
-            except (ValueError, RuntimeError, OSError) as e:  # names and messages escaped: a file name is the student's
-                print(answers.printable(f"{sub}: could not be graded: {type(e).__name__}: {e}"), file=sys.stderr)
-                failed += 1
-                continue
-            notes = "; ".join((["stopped: " + "; ".join(r["limits_hit"])] if r["limits_hit"] else [])
-                              + ([f"run failed: {r['error']}"] if r["error"] else []) + r.get("notes", []))
-            print(answers.printable(f"{sub}: {r['score']:g} / {r['possible']:g}" + (f"  ({notes})" if notes else "")))
-            rows.append({"notebook": str(sub), "score": r["score"], "possible": r["possible"],
-                         **{t["name"]: t["score"] for t in r["tests"]}, "limits_hit": notes})
-    finally:
-        if args.output is not None and rows:
-            pathlib.Path(args.output).mkdir(parents=True, exist_ok=True)
-            with open(pathlib.Path(args.output) / "scores.csv", "w", newline="") as f:
-                writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-                writer.writeheader()
-                writer.writerows(rows)
-    return 1 if failed else 0
-
-
-def _main_gradescope(args) -> int:
-    print(gradescope.autograder_zip(args.autograder, args.output, timeout=args.timeout))
-    return 0
-
-
-def _main_gradescope_run(args) -> int:
-    """Always exit 0 with a results.json written: a failure is a result (see :func:`.gradescope.run_submission`)."""
-    gradescope.run_submission(args.root, timeout=args.timeout, backend=args.backend)
-    return 0
-
-
-def _autograder_arg(text: str) -> str:
-    """``-a``: an autograder folder built by ``assign`` (argparse ``type=``)."""
-    try:
-        _autograder_dir(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-    return text
-
-
-def add_subcommands(sub) -> None:
-    """Register ``assign`` and ``grade`` on the rcteach CLI's subparsers."""
-    a = sub.add_parser("assign", help="build student notebooks and autograders from assignments/ (otter assign)")
-    a.add_argument("-o", "--output", type=output_dir, default="_build/assignments",
-                   help="build folder (default _build/assignments)")
-    a.add_argument("--source", type=existing_dir, default=str(ASSIGNMENTS_DIR), help="folder of <name>/<name>.ipynb masters")
-    a.add_argument("--no-run-tests", action="store_true", help="do not check the solutions against the tests")
-    a.set_defaults(func=_main_assign)
-    g = sub.add_parser("grade", help="grade submissions, each in a fresh sandbox; the verdict is computed outside it")
-    g.add_argument("submissions", type=existing_path, nargs="+", help="student notebooks (.ipynb), or folders of them")
-    g.add_argument("-a", "--autograder", type=_autograder_arg, required=True, help="the autograder folder built by `assign`")
-    g.add_argument("--timeout", type=positive_float, default=600, help="wall-clock (and CPU) limit per submission in seconds")
-    g.add_argument("--cell-timeout", type=positive_float, default=None,
-                   help="soft limit per cell and per answer in seconds (default: --timeout)")
-    g.add_argument("--backend", choices=BACKENDS, default="auto",
-                   help="bwrap (user namespaces), container (root in a fresh container: runs the submission as an "
-                        "unprivileged user), or auto (bwrap where it works, else container as root)")
-    g.add_argument("-o", "--output", default=None, help="folder for scores.csv and each submission's results JSON")
-    g.add_argument("--unsafe-no-sandbox", action="store_true",
-                   help="grade even where no bwrap sandbox works: a submission can then read the answers and change files")
-    g.set_defaults(func=_main_grade)
-    z = sub.add_parser("gradescope", help="write a Gradescope autograder zip (setup.sh, run_autograder) for an assignment")
-    z.add_argument("-a", "--autograder", type=_autograder_arg, required=True, help="the autograder folder built by `assign`")
-    z.add_argument("-o", "--output", required=True, help="the zip to write")
-    z.add_argument("--timeout", type=positive_float, default=600, help="wall-clock (and CPU) limit per submission in seconds")
-    z.set_defaults(func=_main_gradescope)
-    r = sub.add_parser("gradescope-run", help="(inside Gradescope's container) grade ROOT/submission into ROOT/results")
-    r.add_argument("root", type=existing_dir, help="the autograder root (/autograder on Gradescope)")
-    r.add_argument("--timeout", type=positive_float, default=600, help="wall-clock (and CPU) limit in seconds")
-    r.add_argument("--backend", choices=BACKENDS, default="auto", help="the sandbox backend (default auto)")
-    r.set_defaults(func=_main_gradescope_run)
+from .commands import add_subcommands  # noqa: E402  (the CLI glue uses the functions above)

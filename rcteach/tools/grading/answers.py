@@ -9,7 +9,11 @@ An *ask* is a JSON-able dict, made by the assignment's answer key (``asks(rng, a
 * ``ASK.expr("c_expr", "s2", [0.3, 1.7])``: a sympy expression's free symbols and its values at
   the given points of its symbol.
 
-Each takes ``rtol`` / ``atol`` (the comparison's tolerances) and ``label`` (how feedback names it).
+Each takes ``rtol`` / ``atol`` (the comparison's tolerances), ``label`` (how feedback names it) and
+``accept``: names of other variables (or functions) of the solutions notebook whose answers to the
+same ask are accepted too, for a question that leaves a convention open (e.g. which median of an
+even count: ``ask.value("m", accept=["m_midpoint"])``; the solutions define ``m_midpoint`` on a line
+ending ``# SOLUTION NO PROMPT``, which the student notebook does not show).
 :func:`evaluate` answers an ask in a namespace: in the sandbox for the submission, in the grader's
 process for the solutions.  Answers and inputs cross the sandbox's boundary encoded by
 :func:`encode` (JSON, arrays as ``.npy`` bytes in base64) and are read back by :func:`decode`,
@@ -49,19 +53,21 @@ class DecodeError(ValueError):
     """Data that is not in the plain-data format (or is over its size limits)."""
 
 
-def _ask(kind, name, **fields):
-    if not isinstance(name, str) or not name.isidentifier():
-        raise ValueError(f"name must be a Python identifier, got {name!r}")
-    return {"kind": kind, "name": name, **fields}
+def _ask(kind, name, accept=(), **fields):
+    for n in (name, *accept):
+        if not isinstance(n, str) or not n.isidentifier():
+            raise ValueError(f"name and accept must be Python identifiers, got {n!r}")
+    return {"kind": kind, "name": name, **fields, **({"accept": list(accept)} if accept else {})}
 
 
 ASK = types.SimpleNamespace(
-    value=lambda name, *, rtol=1e-9, atol=0.0, label=None: _ask("value", name, rtol=rtol, atol=atol, label=label or name),
-    call=lambda name, *args, forbid=(), rtol=1e-9, atol=0.0, label=None: _ask(
-        "call", name, args=[encode(a) for a in args], forbid=list(forbid), rtol=rtol, atol=atol,
+    value=lambda name, *, rtol=1e-9, atol=0.0, label=None, accept=(): _ask(
+        "value", name, accept, rtol=rtol, atol=atol, label=label or name),
+    call=lambda name, *args, forbid=(), rtol=1e-9, atol=0.0, label=None, accept=(): _ask(
+        "call", name, accept, args=[encode(a) for a in args], forbid=list(forbid), rtol=rtol, atol=atol,
         label=label or f"{name}({', '.join(_short(a) for a in args)})"),
-    expr=lambda name, symbol, points, *, rtol=1e-9, atol=0.0, label=None: _ask(
-        "expr", name, symbol=symbol, points=[float(p) for p in points], rtol=rtol, atol=atol,
+    expr=lambda name, symbol, points, *, rtol=1e-9, atol=0.0, label=None, accept=(): _ask(
+        "expr", name, accept, symbol=symbol, points=[float(p) for p in points], rtol=rtol, atol=atol,
         label=label or f"{name} at {symbol} = {', '.join(f'{p:.3g}' for p in points)}"),
 )
 
@@ -69,7 +75,7 @@ ASK = types.SimpleNamespace(
 def _short(obj) -> str:
     shape = getattr(obj, "shape", None)
     if shape is not None:
-        return f"<{type(obj).__name__} of shape {tuple(shape)}>"
+        return f"a {type(obj).__name__} of shape {tuple(shape)}"
     return f"{obj:.4g}" if isinstance(obj, float) else repr(obj)
 
 
@@ -168,6 +174,8 @@ def evaluate(namespace: dict, ask: dict):
         if not isinstance(obj, sp.Expr):
             return {"$": "other", "v": type(obj).__name__}
         symbols = sorted(str(s) for s in obj.free_symbols)
+        if set(symbols) - {ask["symbol"]}:  # other symbols: no values (the symbols say what is wrong)
+            return encode({"free_symbols": symbols, "values": []})
         symbol = next((s for s in obj.free_symbols if str(s) == ask["symbol"]), sp.Symbol(ask["symbol"]))
         return encode({"free_symbols": symbols, "values": [complex(obj.subs(symbol, p).evalf()) for p in ask["points"]]})
     raise ValueError(f"unknown ask kind {kind!r}")

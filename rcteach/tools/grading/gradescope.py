@@ -136,9 +136,7 @@ def _notebook(folder: pathlib.Path, name: str) -> pathlib.Path | None:
 
 def _results(r: dict) -> dict:
     """Gradescope's results.json from a :func:`.grade` result."""
-    summary = [f"{r['score']:g} / {r['possible']:g}"]
-    summary += [f"stopped: {hit}" for hit in r["limits_hit"]] + r["notes"]
-    summary += [f"the notebook's run failed: {r['error']}"] if r["error"] else []
+    summary = [f"{r['score']:g} / {r['possible']:g}", *r["notes"]]  # limits hit, a failed run, a cell stopped
     tests = [{"name": t["name"], "score": t["score"], "max_score": t["max_score"],
               "status": "passed" if t["score"] == t["max_score"] else "failed",
               "output": "\n".join(t["feedback"]), "visibility": "visible"} for t in r["tests"]]
