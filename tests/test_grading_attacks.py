@@ -510,9 +510,9 @@ def test_the_per_cell_limit_follows_the_timeout(graded, tmp_path, monkeypatch):
     seen = []
     monkeypatch.setattr(sandbox, "run", lambda argv, **kw: seen.append(argv) or sandbox.Outcome(b"", "", 0, [], 0.0))
     _notebook(["x = 1"], tmp_path / "s.ipynb")
-    for kwargs, cell_seconds in (({"timeout": 600}, "600"), ({"timeout": 600, "cell_timeout": 65}, "65")):
+    for kwargs, cell_seconds in (({"timeout": 600}, 600), ({"timeout": 600, "cell_timeout": 65}, 65)):
         grading.grade(tmp_path / "s.ipynb", graded["autograder"], **kwargs)
-        assert seen[-1][-1] == cell_seconds
+        assert float(seen[-1][-1]) == cell_seconds
 
 
 def test_grading_from_inside_a_submissions_folder_imports_nothing_from_it(tmp_path):
