@@ -204,6 +204,7 @@ def tinybert_gram_layer1(*, model, T, batch, seeds, seed=0, device=None) -> Comp
 
 @register(
     "roberta-fix-keeps-gram",
+    extra="models",
     claim=("RoBERTa at initialisation (rebuttal Figs. V and VI): with centred attention (the fix) the hidden states "
            "keep the Gram stable-rank excess of their embeddings, (1 - rho)^2 (T - 1)(1 + (T - 1)/d)/(T rho + 1 - rho)^2, "
            "at layer 1 and at the last layer; without it the excess falls layer after layer (the fix changes width "

@@ -63,8 +63,8 @@ BACKENDS = ("auto", "bwrap", "container")
 def _sandbox():
     """:mod:`.sandbox`, imported when grading (it needs Linux: ``resource``, bubblewrap), so that every
     other command works on Windows and macOS.  An ImportError saying so where it cannot load."""
-    try:  # not `from . import sandbox`: that asks this module's __getattr__ for it first
-        return importlib.import_module(f"{__name__}.sandbox")
+    try:
+        return importlib.import_module(f"{__name__}.sandbox")  # not `from . import`: that would ask __getattr__
     except ImportError as err:
         raise ImportError(f"grading runs each submission in a bubblewrap sandbox, which needs Linux; this system "
                           f"({platform.system()}) lacks the module {err.name or err}") from err
