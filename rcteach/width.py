@@ -36,8 +36,8 @@ from .metrics import squared_singular_values, stable_rank_from_squared
 from .norms import NORMS, normalise_unchecked
 from .tokens import gaussian_tokens, orthonormal_tokens
 
-__all__ = ["width_dims", "width_outputs", "stable_ranks_of", "width_stable_ranks", "width_point",
-           "noniso_width_ranks"]
+__all__ = ["width_dims", "width_outputs", "stable_ranks_of", "width_stable_ranks", "width_squared_singular_values",
+           "width_point", "noniso_width_ranks"]
 
 __getattr__ = _deprecation.moved_attributes(__name__, {"LOGIT_MODELS": "rcteach.attention:ATTENTIONS"})
 
@@ -83,11 +83,17 @@ def width_outputs(T, gamma, s2=LN2, *, seeds=1, centred=False, attention="iid", 
 def stable_ranks_of(out, *, norm=None, gram=False) -> torch.Tensor:
     """Stable ranks (seeds,) of layer outputs ``out`` (seeds, T, d), normalised token by token first (``norm``)."""
     out = normalise_unchecked(out, _validate.choice("norm", norm, NORMS))
+    return stable_rank_from_squared(_output_squared_singular_values(out), gram=_validate.flag("gram", gram))
+
+
+def _output_squared_singular_values(out) -> torch.Tensor:
+    """Squared singular values (seeds, min(T, d)), descending, of layer outputs ``out`` (seeds, T, d); ValueError
+    where one is zero (A_perp = 0 at s2 = 0)."""
     sq = squared_singular_values(out)  # (seeds, min(T, d)), descending
     if not (sq[..., 0] > 0).all():
         raise ValueError("the layer output is zero (at s2 = 0 attention is uniform and A_perp = 0); "
                          "its stable rank is undefined")
-    return stable_rank_from_squared(sq, gram=_validate.flag("gram", gram))
+    return sq
 
 
 @_deprecation.renamed_keywords(logits="attention")
@@ -147,6 +153,16 @@ def width_point(T, gamma, s2=LN2, *, centred=False, seeds=1, seed=None, device=N
     """
     out = width_outputs(T, gamma, s2, seeds=seeds, centred=centred, seed=seed, device=device, dtype=dtype)
     return {"stable_rank": stable_ranks_of(out, gram=False), "stable_rank_gram": stable_ranks_of(out, gram=True)}
+
+
+def width_squared_singular_values(T, gamma, s2=LN2, *, seeds=1, centred=False, attention="iid", d_qk=64, skip=None,
+                                  seed=None, generator=None, device=None, dtype=None) -> torch.Tensor:
+    """Squared singular values (seeds, min(T, d)), descending, of one attention layer's output (the draws of
+    :func:`width_outputs` and :func:`width_stable_ranks`, same arguments): the spectrum behind both stable
+    ranks, for a caller that needs both or more.  A ValueError when an output is zero."""
+    out = width_outputs(T, gamma, s2, seeds=seeds, centred=centred, attention=attention, d_qk=d_qk, skip=skip,
+                        seed=seed, generator=generator, device=device, dtype=dtype)
+    return _output_squared_singular_values(out)
 
 
 def noniso_width_ranks(T, d, s2=LN2, *, seeds=1, seed=0, device=None) -> torch.Tensor:

@@ -323,7 +323,7 @@ CASES = [
                                        LayerWeights(W_V=torch.full((D, D), math.nan, dtype=F64))]))),
     Case("propagate", rc.propagate, lambda: dict(X0=X_(2), depth=2, seed=0),
          dict(X0=bad_matrix(T, D, extra=[torch.ones(1, D, dtype=F64)]), depth=bad_int(minimum=0), shared=BAD_FLAG,
-              keep_states=BAD_FLAG, seed=BAD_SEED, device=BAD_DEVICE, dtype=BAD_DTYPE, generator=BAD_GENERATOR,
+              keep_states=BAD_FLAG, stable_ranks=BAD_FLAG, seed=BAD_SEED, device=BAD_DEVICE, dtype=BAD_DTYPE, generator=BAD_GENERATOR,
               s2=bad_real(minimum=0.0), beta=bad_real(), centred=BAD_FLAG, dropout=bad_real(minimum=0.0, below=1.0),
               norm=choices(("rms", "layernorm")), values=choices(("gaussian", "orthogonal", "identity")),
               value_var=bad_real(positive=True), attention=choices(("iid", "qk")),
@@ -340,6 +340,9 @@ CASES = [
               centred=BAD_FLAG, gram=BAD_FLAG, attention=choices(("iid", "qk")), **RANDOM)),
     Case("width_stable_ranks qk", rc.width_stable_ranks, lambda: dict(T=8, gamma=1.0, seed=0, attention="qk"),
          dict(d_qk=bad_int(minimum=1), gamma=st.just(2.0))),
+    Case("width_squared_singular_values", width.width_squared_singular_values, lambda: dict(T=8, gamma=1.0, seed=0),
+         dict(T=bad_int(minimum=2), gamma=bad_real(positive=True), s2=S2_REAL, seeds=bad_int(minimum=1),
+              centred=BAD_FLAG, attention=choices(("iid", "qk")), **RANDOM)),
     Case("width_dims", width.width_dims, lambda: dict(T=8, gamma=0.5), dict(T=bad_int(minimum=2), gamma=bad_real(positive=True))),
     # equilibria
     Case("layer_map", equilibria.layer_map, lambda: dict(X=unit_X(), W_V=torch.eye(D, dtype=F64)),

@@ -13,6 +13,7 @@ from .registry import (
     register,
     mutants_table,
     off_by,
+    off_exponent,
     registry,
     results_html,
     results_table,
@@ -20,4 +21,4 @@ from .registry import (
     run_checks,
 )
 
-__all__ = ["Check", "CheckFailed", "CheckResult", "Comparison", "check", "mutants_table", "off_by", "register", "registry", "results_html", "results_table", "run_check", "run_checks"]
+__all__ = ["Check", "CheckFailed", "CheckResult", "Comparison", "check", "mutants_table", "off_by", "off_exponent", "register", "registry", "results_html", "results_table", "run_check", "run_checks"]
