@@ -20,8 +20,9 @@ model X0 (Haar orthonormal) and Y are drawn independently.
 
 Stable ranks (see :mod:`rcteach.metrics`): ``gram=False`` gives sum s_i^2 / s_1^2 (Frobenius),
 ``gram=True`` gives sum s_i^4 / s_1^4 (the Gram matrix's, as in the Mind-the-Gap code).  They are
-computed from the eigenvalues of the T x T Gram matrix (A Y)(A Y)^T, which is cheaper than an
-SVD of the (T, d) output and exact up to float64 round-off on the squared singular values.
+computed from the smaller Gram matrix of the output, its trace and its top eigenvalue
+(:func:`rcteach.metrics.stable_ranks_unchecked`: certified Lanczos for large T, else LAPACK), which is
+cheaper than an SVD of the (T, d) output and exact up to float64 round-off.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from . import _deprecation, _validate
 from .attention import ATTENTIONS, LN2, qk_attention, random_attention
 from .device import make_generator, resolve
 from .logits import qk_weights
-from .metrics import squared_singular_values, stable_rank_from_squared
+from .metrics import squared_singular_values, stable_ranks_unchecked
 from .norms import NORMS, normalise_unchecked
 from .tokens import gaussian_tokens, orthonormal_tokens
 
@@ -83,7 +84,11 @@ def width_outputs(T, gamma, s2=LN2, *, seeds=1, centred=False, attention="iid", 
 def stable_ranks_of(out, *, norm=None, gram=False) -> torch.Tensor:
     """Stable ranks (seeds,) of layer outputs ``out`` (seeds, T, d), normalised token by token first (``norm``)."""
     out = normalise_unchecked(out, _validate.choice("norm", norm, NORMS))
-    return stable_rank_from_squared(_output_squared_singular_values(out), gram=_validate.flag("gram", gram))
+    ranks = stable_ranks_unchecked(out)[int(_validate.flag("gram", gram))]  # NaN where out = 0
+    if torch.isnan(ranks).any():
+        raise ValueError("the layer output is zero (at s2 = 0 attention is uniform and A_perp = 0); "
+                         "its stable rank is undefined")
+    return ranks
 
 
 def _output_squared_singular_values(out) -> torch.Tensor:
