@@ -300,7 +300,7 @@ def test_results_table(results):
 
 def test_results_html_escapes(results):
     html = results_html(results)
-    assert html.startswith("<table>") and html.endswith("</table>")
+    assert html.startswith("<table class='rcteach-checks'>") and html.endswith("</table>")
     assert html.count("<tr") == 3
     assert "c &lt;good&gt; &amp; fine" in html and "<good>" not in html
     assert results[0]._repr_html_() == results_html(results[:1])
@@ -379,7 +379,7 @@ def test_check_displays_html_in_ipython(pair, monkeypatch):
     monkeypatch.setattr(IPython, "get_ipython", lambda: object())
     monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
     rcteach.check(f"{pair}-a")
-    assert len(shown) == 1 and shown[0].data.startswith("<table>") and f"{pair}-a" in shown[0].data
+    assert len(shown) == 1 and shown[0].data.startswith("<table class='rcteach-checks'>") and f"{pair}-a" in shown[0].data
 
 
 def test_check_errors(pair):
