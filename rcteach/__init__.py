@@ -6,6 +6,15 @@ leading dimensions, runs on any torch device (:func:`default_device`), computes 
 the CPU by default, and takes ``seed=`` or ``generator=`` wherever it draws random numbers.
 """
 
+import os as _os
+import sys as _sys
+
+# `python -m rcteach ...` puts the working folder first on sys.path (unless -P), so a `csv.py` in a
+# folder of student submissions graded from inside it would be imported by the grader itself.
+# While -m locates this package, sys.argv[0] is "-m": then drop that entry before importing anything.
+if _sys.argv[:1] == ["-m"] and not _sys.flags.safe_path and _sys.path[:1] == [_os.getcwd()]:
+    del _sys.path[0]
+
 from . import linalg, plotting, theory, threads
 from .attention import attention_map, centre, qk_attention, random_attention, uniform_attention
 from .checks import check, run_check, run_checks

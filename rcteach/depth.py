@@ -20,11 +20,11 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from . import _validate
+from . import _validate, denormals
 from .attention import ATTENTIONS  # noqa: F401 (re-exported: its home is rcteach.attention)
 from .device import make_generator, resolve
 from .layers import VALUES, LayerConfig, LayerWeights, check_weight, draw_keep, draw_weights, forward, on_tokens  # noqa: F401 (VALUES)
-from .metrics import frobenius_norm, mu_unchecked, squared_singular_values, stable_rank_from_squared, unit_scaled
+from .metrics import frobenius_norm, mu_unchecked, stable_ranks_unchecked
 
 __all__ = ["Trajectory", "LayerGradients", "propagate", "weight_gradients"]
 
@@ -39,8 +39,8 @@ class Trajectory:
     """
 
     mu: torch.Tensor  # μ(X_ℓ) = ||P X_ℓ||_F, distance to consensus (= rcteach.mu)
-    stable_rank: torch.Tensor  # Frobenius: sum s_i^2 / s_1^2 (= rcteach.stable_rank)
-    stable_rank_gram: torch.Tensor  # Gram: sum s_i^4 / s_1^4 (= rcteach.stable_rank(gram=True))
+    stable_rank: torch.Tensor | None  # Frobenius: sum s_i^2 / s_1^2 (= rcteach.stable_rank); None if not computed
+    stable_rank_gram: torch.Tensor | None  # Gram: sum s_i^4 / s_1^4 (= rcteach.stable_rank(gram=True)); None likewise
     norm: torch.Tensor  # ||X_ℓ||_F
     states: torch.Tensor | None = None  # (depth + 1, *batch, T, d) with keep_states=True
 
@@ -65,17 +65,21 @@ class LayerGradients:
     loss: torch.Tensor  # (*batch,)
 
 
-def _metrics(X):
+def _metrics(X, ranks=True):
     """μ, Frobenius and Gram stable ranks, norm of X (*batch, T, d): four (*batch,) tensors.
 
-    μ and the norm keep the autograd graph; the stable ranks, of the detached X (scaled to max|X| = 1,
-    so that no Gram matrix overflows), are NaN where X = 0 or X is not finite (an overflowed stack).
+    μ and the norm keep the autograd graph; the stable ranks, of the detached X scaled to ||X||_F = 1
+    (so that no Gram matrix overflows), are NaN where X = 0 or X is not finite (an overflowed stack), and
+    None with ``ranks=False`` (no eigenvalues computed).
     """
-    Xs = unit_scaled(X.detach())
-    finite = torch.isfinite(Xs).all((-2, -1), keepdim=True)  # (*batch, 1, 1)
-    sq = squared_singular_values(torch.where(finite, Xs, torch.zeros_like(Xs)))  # (*batch, min(T, d)), descending
-    sr, sr_gram = stable_rank_from_squared(sq), stable_rank_from_squared(sq, gram=True)
-    return mu_unchecked(X), sr, sr_gram, frobenius_norm(X)
+    norm = frobenius_norm(X)
+    if not ranks:
+        return mu_unchecked(X), None, None, norm
+    scale = norm.detach()[..., None, None]
+    ok = torch.isfinite(scale) & (scale > 0)  # (*batch, 1, 1); a non-finite entry makes the norm non-finite
+    Xs = X.detach() / scale if ok.all() else torch.where(ok, X.detach() / torch.where(ok, scale, 1.0), 0.0)
+    sr, sr_gram = stable_ranks_unchecked(Xs)
+    return mu_unchecked(X), sr, sr_gram, norm
 
 
 def _setup(X0, depth, layer_options, *, W_Q=None, W_K=None, W_V=None, seed=None, generator=None, device=None,
@@ -156,24 +160,25 @@ def _schedule(config, masks, X0, depth):
     return [configs[layer % len(configs)] for layer in range(depth)]
 
 
-def _run(X0, configs, draws, keep_states):
+def _run(X0, configs, draws, keep_states, ranks=True):
     """Run the layers (layer l with ``configs[l]``) with the weights ``draws``; return the Trajectory and the
     last state."""
     X = X0
-    states, metrics = [X], [_metrics(X)]
-    for config, w in zip(configs, draws):
-        X = forward(X, config, w)
-        metrics.append(_metrics(X))
-        if keep_states:
-            states.append(X)
-    mu, sr, sr_gram, norm = (torch.stack(m) for m in zip(*metrics))
+    states, metrics = [X], [_metrics(X, ranks)]
+    with denormals.for_float32(X0.dtype, X0.device):  # collapsing float32 states: subnormals flushed
+        for config, w in zip(configs, draws):
+            X = forward(X, config, w)
+            metrics.append(_metrics(X, ranks))
+            if keep_states:
+                states.append(X)
+    mu, sr, sr_gram, norm = (None if m[0] is None else torch.stack(m) for m in zip(*metrics))
     _warn_overflow(norm, X0.dtype)
     _warn_zero(norm)
     return Trajectory(mu, sr, sr_gram, norm, torch.stack(states) if keep_states else None), X
 
 
 def propagate(X0, depth, *, W_Q=None, W_K=None, W_V=None, shared=False, masks=None, seed=None, generator=None,
-              keep_states=False, device=None, dtype=None, **layer_options) -> Trajectory:
+              keep_states=False, stable_ranks=True, device=None, dtype=None, **layer_options) -> Trajectory:
     """Propagate tokens X0 through ``depth`` attention layers at initialisation.
 
     Builds ``config = LayerConfig(**layer_options)`` and applies :func:`rcteach.layer` ``depth`` times,
@@ -210,8 +215,13 @@ def propagate(X0, depth, *, W_Q=None, W_K=None, W_V=None, shared=False, masks=No
         Randomness (one of the two).
     keep_states : bool
         Also return the states X_0..X_depth, with their autograd graph.
+    stable_ranks : bool
+        Compute the two stable ranks per layer (an SVD each); ``False`` leaves them None, for runs
+        that need only μ and the norm.
     device, dtype : optional
         Where and in what precision to compute; default X0's.  X0 and explicit weights are moved.
+        Float32 on the CPU runs with flush-to-zero (:mod:`rcteach.denormals`): values below 2^-126
+        become 0 instead of subnormal numbers that slow every product a hundredfold.
 
     Returns
     -------
@@ -223,8 +233,9 @@ def propagate(X0, depth, *, W_Q=None, W_K=None, W_V=None, shared=False, masks=No
                                            generator=generator, device=device, dtype=dtype)
     shared = _validate.flag("shared", shared)
     keep_states = _validate.flag("keep_states", keep_states)
+    ranks = _validate.flag("stable_ranks", stable_ranks)
     configs = _schedule(config, masks, X0, depth)
-    trajectory, _ = _run(X0, configs, _draws(X0, depth, config, given, gen, shared=shared), keep_states)
+    trajectory, _ = _run(X0, configs, _draws(X0, depth, config, given, gen, shared=shared), keep_states, ranks)
     return trajectory
 
 
@@ -273,7 +284,7 @@ def weight_gradients(X0, depth, *, loss="norm", seed=None, generator=None, devic
         for w in layers:
             for k in names:
                 getattr(w, k).requires_grad_(True)
-        _, X = _run(X0, [config] * depth, layers, keep_states=False)
+        _, X = _run(X0, [config] * depth, layers, keep_states=False, ranks=False)
         if loss == "norm":
             L = torch.linalg.matrix_norm(X).square()
         elif loss == "mu":

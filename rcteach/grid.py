@@ -58,7 +58,8 @@ as it is, as the skip configurations keep it exactly (X + A_perp X W_V = X): the
 permanent, and its metrics stay stable ranks 1 and relative mu 0.
 
 Both stable ranks need only the top eigenpair of the Gram matrix, not its whole spectrum
-(:func:`rcteach.grid_kernels.top_and_rest`: the trace, and the deflated Frobenius norm for the rest).
+(:func:`rcteach.top_eigen.top_and_rest`: the trace, and the deflated Frobenius norm for the rest; a
+certified Lanczos iteration for large T).
 The samplers and the metrics live in :mod:`rcteach.grid_kernels`; this module holds the
 configurations, the layer loop and the sweep.
 
@@ -75,12 +76,13 @@ from dataclasses import dataclass
 
 import torch
 
-from . import _validate
+from . import _validate, denormals
 from .attention import LN2
 from .device import resolve
-from .grid_kernels import (_centred_softmax, _draws, _initial, _layernorm, _metrics, _mm, _Rotation, bartlett,
-                           centred_softmax, top_and_rest)
+from .grid_kernels import (_centred_softmax, _draws, _initial, _layernorm, _metrics, _mm, _mm_lower, _Rotation, bartlett,
+                           centred_softmax)
 from .sweep import SweepTable, check_executor, point_seed, sweep
+from .top_eigen import top_and_rest
 from .width import width_dims
 
 __all__ = ["Config", "CONFIGS", "GRID", "METRICS", "config_names", "centred_softmax", "bartlett", "top_and_rest", "simulate",
@@ -199,17 +201,20 @@ def _run(names, T, d, depth, seeds, seed, authors_skip, dtype, device) -> dict:
         log_term = log_a + torch.where(centred, log_att, 0.0)  # log of the factor on A X W_V
         Y = _mm(At, Z)  # (n, T, p)
         if skip:  # W_V's e column, its k state directions, the Bartlett factor of the other d - 1 - k
-            W = [_draws(gens, seeds, (p, p), dtype, device)]
+            W = _draws(gens, seeds, (p, p), dtype, device)
             if d - p:
-                W.append(bartlett(p, d - p, gens=gens, seeds=seeds, dtype=dtype, device=device))
-            Y = log_term.exp().to(dtype)[:, None, None] * _mm(Y, torch.cat(W, dim=-1))
+                YW = torch.cat([_mm(Y, W), _mm_lower(Y, bartlett(p, d - p, gens=gens, seeds=seeds, dtype=dtype,
+                                                                 device=device))], dim=-1)
+            else:
+                YW = _mm(Y, W)
+            Y = log_term.exp().to(dtype)[:, None, None] * YW
             Y[..., :p] += Z
             if d - p:  # rotate the e^perp part (width 2k + 1) back to k = T columns
                 Y = torch.cat([Y[..., :1], torch.linalg.qr(Y[..., 1:].mT, mode="r")[1].mT], dim=-1)
         else:  # W_V's e column, then the Bartlett factor of its d - 1 others (zero columns dropped)
-            W = torch.cat([_draws(gens, seeds, (p, 1), dtype, device),
-                           bartlett(p, d - 1, gens=gens, seeds=seeds, dtype=dtype, device=device)], dim=-1)
-            Y = _mm(Y, W)[..., :1 + min(p, d - 1)]
+            e_col = _draws(gens, seeds, (p, 1), dtype, device)
+            L = bartlett(p, d - 1, gens=gens, seeds=seeds, dtype=dtype, device=device)
+            Y = torch.cat([_mm(Y, e_col), _mm_lower(Y, L)[..., :min(p, d - 1)]], dim=-1)
             log_norm = log_norm + log_term
         if len(ln):
             Y[ln] = _layernorm(Y[ln], O, T)
@@ -233,7 +238,9 @@ def simulate(T, gamma, configs="all", *, depth=10, seeds=5, seed=0, authors_skip
     working precision (float32 is accurate here: the state is renormalised every layer and the
     centred parts are kept separately).  Every value is finite, except ``log_norm`` once log ||X||_F
     itself leaves float64's range (A(X)_perp without LayerNorm, after about 640 layers): then it is
-    -inf, with a UserWarning naming the configuration and the layer.
+    -inf, with a UserWarning naming the configuration and the layer.  Float32 work on the CPU runs with
+    flush-to-zero (:mod:`rcteach.denormals`): a centred part that falls below 2^-126 ~ 1.2e-38 of the norm
+    becomes 0 (``relative_mu`` 0) instead of a subnormal number that slows every product a hundredfold.
     """
     names = config_names(configs)
     T, d = _dims(T, gamma)
@@ -243,9 +250,10 @@ def simulate(T, gamma, configs="all", *, depth=10, seeds=5, seed=0, authors_skip
     authors_skip = _validate.flag("authors_skip", authors_skip)
     device, dtype = resolve(device, dtype)
     out = {}
-    for part in _groups(names):
-        res = _run(part, T, d, depth, seeds, seed, authors_skip, dtype, device)
-        out.update({name: {m: res[m][i].cpu() for m in METRICS} for i, name in enumerate(part)})
+    with denormals.for_float32(dtype, device):  # collapsing centred parts turn subnormal: flush them
+        for part in _groups(names):
+            res = _run(part, T, d, depth, seeds, seed, authors_skip, dtype, device)
+            out.update({name: {m: res[m][i].cpu() for m in METRICS} for i, name in enumerate(part)})
     for name in names:
         _warn_log_norm(name, out[name]["log_norm"], T, d)
     return {name: out[name] for name in names}

@@ -27,7 +27,7 @@ gives the eigenvalues of 1e150 I as 1.49e138, its own scaling of a huge matrix n
 * :func:`svdvals`  (any X): torch ``svdvals`` -> scipy ``gesdd`` (divide and conquer) -> scipy
   ``gesvd`` (QR iteration), in float64 for float32 input.
 
-(One caller asks LAPACK for less than all values: :func:`rcteach.grid_kernels.top_and_rest` takes the
+(One caller asks LAPACK for less than all values: :func:`rcteach.top_eigen.top_and_rest` takes the
 top eigenpair from scipy's ``syevr`` and, where that fails, all eigenvalues from :func:`eigvalsh`.)
 
 Values from a fallback are cast to the dtype torch would have returned and moved to the input's

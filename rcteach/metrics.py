@@ -10,14 +10,17 @@ Stable rank has two definitions in the literature; every function and figure say
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
 import torch
 
 from . import _validate, linalg
+from .top_eigen import top_and_rest_unchecked
 
-__all__ = ["squared_singular_values", "stable_rank_from_squared", "unit_scaled", "frobenius_norm", "stable_rank", "mu", "mu_unchecked", "spectrum", "SpectralGap", "spectral_gap", "spectrum_distance", "decay_rate"]
+__all__ = ["squared_singular_values", "stable_rank_from_squared", "unit_scaled", "frobenius_norm", "stable_rank",
+           "stable_ranks_unchecked", "mu", "mu_unchecked", "spectrum", "SpectralGap", "spectral_gap", "spectrum_distance", "decay_rate"]
 
 
 def squared_singular_values(X) -> torch.Tensor:
@@ -55,32 +58,55 @@ def unit_scaled(X) -> torch.Tensor:
 
 
 def frobenius_norm(X) -> torch.Tensor:
-    """||X||_F of X (*batch, m, n), shape (*batch,), computed as s ||X / s||_F with s = max|X|, so that
-    it neither overflows nor underflows where the result is a finite float.  Keeps the graph; no validation."""
+    """||X||_F of X (*batch, m, n), shape (*batch,), neither overflowing nor underflowing where the result is
+    a finite float: one pass sqrt(sum x^2), which is exact to rounding when it lands between
+    sqrt(tiny) and sqrt(max) of the dtype (with a margin of 1e3); otherwise s ||X / s||_F with s = max|X|.
+    Keeps the graph; no validation."""
+    norm = torch.linalg.matrix_norm(X)
+    info = torch.finfo(X.dtype)
+    if X.numel() and bool(((norm > 1e3 * math.sqrt(info.tiny)) & (norm < 1e-3 * math.sqrt(info.max))).all()):
+        return norm
     scale = _max_abs(X)
     return scale[..., 0, 0] * torch.linalg.matrix_norm(X / scale)
 
 
-def stable_rank(X, *, gram=False, method="exact") -> torch.Tensor:
+def stable_rank(X, *, gram=False) -> torch.Tensor:
     """Stable rank of X (*batch, m, n) from its singular values s_1 >= s_2 >= ...
 
     ``gram=False``: sum s_i^2 / s_1^2 (in [1, rank X]);  ``gram=True``: sum s_i^4 / s_1^4, the
-    stable rank of X X^T.  Returns shape (*batch,).  X must not be zero.
-    ``method="exact"`` (default) takes every s_i^2 from the eigenvalues of the smaller Gram matrix
-    (:func:`squared_singular_values`); ``"lanczos"`` or ``"power"`` get s_1 matrix-free (:func:`rcteach.matfree.stable_rank`, no O(T^3) decomposition).
+    stable rank of X X^T.  Returns shape (*batch,).  X must not be zero.  Computed as
+    :func:`stable_ranks_unchecked` does: ||X||_F^2 and the top eigenvalue of the smaller Gram matrix, a
+    certified Lanczos iteration for large matrices on the CPU (:mod:`rcteach.top_eigen`), else LAPACK.
     """
     gram = _validate.flag("gram", gram)
-    if method != "exact":
-        from . import matfree
-
-        method = _validate.choice("method", method, ("exact", *matfree.METHODS))
-        return matfree.stable_rank(X, gram=gram, method=method)
-    X = _validate.matrix("X", X)
-    # scale-free: X / max|X| neither overflows (1e200 X) nor underflows to 0/0 (1e-200 X)
-    sq = squared_singular_values(unit_scaled(X))  # (*batch, min(m, n)), descending
-    if not (sq[..., 0] > 0).all():
+    X = _validate.matrix("X", X, finite=False)  # finite entries <=> a finite norm: checked on the norm
+    norm = frobenius_norm(X.detach())
+    if not torch.isfinite(norm).all():
+        raise ValueError("X must have finite entries (found NaN or inf)")
+    if not (norm > 0).all():
         raise ValueError("X must be nonzero: the stable rank of a zero matrix is undefined")
-    return stable_rank_from_squared(sq, gram=gram)
+    # scale-free: X / ||X||_F neither overflows (1e200 X) nor underflows to 0/0 (1e-200 X)
+    return stable_ranks_unchecked(X / norm[..., None, None])[int(gram)]
+
+
+def stable_ranks_unchecked(X) -> tuple[torch.Tensor, torch.Tensor]:
+    """Both stable ranks of X (*batch, m, n), (Frobenius, Gram), each (*batch,) in X's dtype; NaN where X = 0.
+
+    From the smaller Gram matrix S (X X^T or X^T X) with eigenvalues lam_1 >= lam_2 >= ...:
+    tr S / lam_1 and 1 + sum_{i >= 2} lam_i^2 / lam_1^2, with lam_1 and the sum from
+    :func:`rcteach.top_eigen.top_and_rest` (certified Lanczos for large matrices on the CPU, else LAPACK).
+    While autograd records X: from all the squared singular values (:func:`squared_singular_values`, which
+    keeps the graph).  No validation; scale X first (:func:`unit_scaled`) where its squares could overflow.
+    """
+    if X.requires_grad and torch.is_grad_enabled():
+        sq = squared_singular_values(X)
+        return stable_rank_from_squared(sq), stable_rank_from_squared(sq, gram=True)
+    S = X @ X.mT if X.shape[-2] <= X.shape[-1] else X.mT @ X
+    flat = S.reshape(-1, *S.shape[-2:])
+    lam, rest = top_and_rest_unchecked(flat)
+    trace = flat.diagonal(dim1=-2, dim2=-1).sum(-1, dtype=torch.float64)
+    batch = X.shape[:-2]
+    return (trace / lam).reshape(batch).to(X.dtype), (1 + rest / lam.square()).reshape(batch).to(X.dtype)
 
 
 def mu(X) -> torch.Tensor:

@@ -9,7 +9,7 @@ import torch
 
 from . import _validate
 
-__all__ = ["axes", "plot_spectrum", "draw_mask", "plot_sweep"]
+__all__ = ["axes", "plot_spectrum", "circle", "draw_mask", "plot_sweep"]
 
 
 def axes(title: str, xlabel: str, ylabel: str, *, ax=None, figsize=(5.5, 4.0)):
@@ -43,13 +43,18 @@ def plot_spectrum(eigenvalues, *, radius=None, outlier=None, title="Eigenvalues"
     fig, ax = axes(title, "Re λ", "Im λ", ax=ax)
     ax.scatter(ev.real, ev.imag, s=scatter.pop("s", 4), alpha=scatter.pop("alpha", 0.6), label=label or "eigenvalues", **scatter)
     if radius is not None:
-        t = np.linspace(0, 2 * math.pi, 400)
-        ax.plot(radius * np.cos(t), radius * np.sin(t), "k--", lw=1, label=f"predicted bulk radius {radius:.3g}")
+        ax.plot(*circle(radius), "k--", lw=1, label=f"predicted bulk radius {radius:.3g}")
     if outlier is not None:
         ax.plot([outlier], [0], "r*", ms=12, label=f"predicted outlier {outlier:g}")
     ax.set_aspect("equal", adjustable="datalim")
     ax.legend(loc="upper left", fontsize="small")
     return fig, ax
+
+
+def circle(radius, points=400):
+    """(x, y) of the circle |z| = radius, ``points`` points (the bulk circle of :func:`plot_spectrum`)."""
+    t = np.linspace(0, 2 * math.pi, points)
+    return radius * np.cos(t), radius * np.sin(t)
 
 
 def draw_mask(mask, ax=None, *, title="Mask", layout="circular", show_self_loops=False, node_size=180):

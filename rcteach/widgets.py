@@ -60,7 +60,8 @@ class Explorer(ipywidgets.VBox):
     compute : callable
         Returns the data for keyword arguments ``to_kwargs({name: control.value})``.
     draw : callable
-        data -> matplotlib Figure (closed after encoding).
+        ``draw(data, fig=None)`` -> matplotlib Figure; given the figure it drew last, it updates that
+        figure's artists instead of building a new one.
     controls : dict[str, ipywidgets.ValueWidget]
         Named by the compute function's keywords.
     to_kwargs : callable, optional
@@ -100,6 +101,7 @@ class Explorer(ipywidgets.VBox):
         self._to_kwargs = to_kwargs or (lambda values: values)
         self._dependants = dependants or (lambda c: None)
         self.data = None
+        self._figure = None
         self.elapsed = math.nan
         self.updates = 0
         self.status = ipywidgets.HTML(layout=ipywidgets.Layout(min_height="1.6em"))
@@ -136,9 +138,9 @@ class Explorer(ipywidgets.VBox):
             if data is None:
                 with _torch_threads(self.threads):
                     data = self.compute(**self.kwargs())
-            fig = self.draw(data)
+            fig = self._figure = self.draw(data, fig=self._figure)  # one figure, its artists updated
             width = round(fig.get_figwidth() * ex.DPI)  # CSS pixels: drawn at twice that for HiDPI screens
-            image = ex.png(fig, dpi=2 * ex.DPI)
+            image = ex.live_png(fig, 2 * ex.DPI)
         except (ValueError, TypeError) as err:
             self.status.value = f"<span style='color:#b00'>⚠ {type(err).__name__}: {html.escape(str(err))}</span>"
             return

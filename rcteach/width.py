@@ -20,8 +20,9 @@ model X0 (Haar orthonormal) and Y are drawn independently.
 
 Stable ranks (see :mod:`rcteach.metrics`): ``gram=False`` gives sum s_i^2 / s_1^2 (Frobenius),
 ``gram=True`` gives sum s_i^4 / s_1^4 (the Gram matrix's, as in the Mind-the-Gap code).  They are
-computed from the eigenvalues of the T x T Gram matrix (A Y)(A Y)^T, which is cheaper than an
-SVD of the (T, d) output and exact up to float64 round-off on the squared singular values.
+computed from the smaller Gram matrix of the output, its trace and its top eigenvalue
+(:func:`rcteach.metrics.stable_ranks_unchecked`: certified Lanczos for large T, else LAPACK), which is
+cheaper than an SVD of the (T, d) output and exact up to float64 round-off.
 """
 
 from __future__ import annotations
@@ -32,12 +33,12 @@ from . import _validate
 from .attention import ATTENTIONS, LN2, qk_attention, random_attention
 from .device import make_generator, resolve
 from .logits import qk_weights
-from .metrics import squared_singular_values, stable_rank_from_squared
+from .metrics import squared_singular_values, stable_ranks_unchecked
 from .norms import NORMS, normalise_unchecked
 from .tokens import gaussian_tokens, orthonormal_tokens
 
-__all__ = ["width_dims", "width_outputs", "stable_ranks_of", "width_stable_ranks", "width_point",
-           "noniso_width_ranks"]
+__all__ = ["width_dims", "width_outputs", "stable_ranks_of", "width_stable_ranks", "width_squared_singular_values",
+           "width_point", "noniso_width_ranks"]
 
 
 def width_dims(T, gamma) -> tuple[int, int]:
@@ -81,11 +82,21 @@ def width_outputs(T, gamma, s2=LN2, *, seeds=1, centred=False, attention="iid", 
 def stable_ranks_of(out, *, norm=None, gram=False) -> torch.Tensor:
     """Stable ranks (seeds,) of layer outputs ``out`` (seeds, T, d), normalised token by token first (``norm``)."""
     out = normalise_unchecked(out, _validate.choice("norm", norm, NORMS))
+    ranks = stable_ranks_unchecked(out)[int(_validate.flag("gram", gram))]  # NaN where out = 0
+    if torch.isnan(ranks).any():
+        raise ValueError("the layer output is zero (at s2 = 0 attention is uniform and A_perp = 0); "
+                         "its stable rank is undefined")
+    return ranks
+
+
+def _output_squared_singular_values(out) -> torch.Tensor:
+    """Squared singular values (seeds, min(T, d)), descending, of layer outputs ``out`` (seeds, T, d); ValueError
+    where one is zero (A_perp = 0 at s2 = 0)."""
     sq = squared_singular_values(out)  # (seeds, min(T, d)), descending
     if not (sq[..., 0] > 0).all():
         raise ValueError("the layer output is zero (at s2 = 0 attention is uniform and A_perp = 0); "
                          "its stable rank is undefined")
-    return stable_rank_from_squared(sq, gram=_validate.flag("gram", gram))
+    return sq
 
 
 def width_stable_ranks(T, gamma, s2=LN2, *, seeds=1, centred=False, gram=False, attention="iid", d_qk=64, skip=None,
@@ -150,6 +161,16 @@ def width_point(T, gamma, s2=LN2, *, centred=False, seeds=1, seed=None, device=N
     """
     out = width_outputs(T, gamma, s2, seeds=seeds, centred=centred, seed=seed, device=device, dtype=dtype)
     return {"stable_rank": stable_ranks_of(out, gram=False), "stable_rank_gram": stable_ranks_of(out, gram=True)}
+
+
+def width_squared_singular_values(T, gamma, s2=LN2, *, seeds=1, centred=False, attention="iid", d_qk=64, skip=None,
+                                  seed=None, generator=None, device=None, dtype=None) -> torch.Tensor:
+    """Squared singular values (seeds, min(T, d)), descending, of one attention layer's output (the draws of
+    :func:`width_outputs` and :func:`width_stable_ranks`, same arguments): the spectrum behind both stable
+    ranks, for a caller that needs both or more.  A ValueError when an output is zero."""
+    out = width_outputs(T, gamma, s2, seeds=seeds, centred=centred, attention=attention, d_qk=d_qk, skip=skip,
+                        seed=seed, generator=generator, device=device, dtype=dtype)
+    return _output_squared_singular_values(out)
 
 
 def noniso_width_ranks(T, d, s2=LN2, *, seeds=1, seed=0, device=None) -> torch.Tensor:

@@ -89,12 +89,13 @@ def logit_s2(d, norm, *, torch_init=True) -> float:
 
 def layernorm_runs(*, T=100, d=128, depth=128, seeds=4, window=3, norm="layernorm", beta=1.0, s2=None,
                    values="orthogonal", shared=False, dropout=0.0, rho=0.0, masks=MASK_KINDS, seed=0,
-                   device=None, dtype=None) -> dict[str, Trajectory]:
+                   stable_ranks=True, device=None, dtype=None) -> dict[str, Trajectory]:
     """mu(X_l) for l = 0..depth, for each mask, over ``seeds`` independent networks.
 
     Tokens X0: ``rcteach.gaussian_tokens`` with N(0, 1) entries and pairwise correlation ``rho``,
     (seeds, T, d), the same inputs for every mask.  ``dropout``: attention dropout probability
-    (``rcteach.propagate``).  Other settings as in :func:`rcteach.propagate`.
+    (``rcteach.propagate``).  Other settings as in :func:`rcteach.propagate` (``stable_ranks=False``: no
+    stable ranks, for runs that need only mu).
 
     Returns
     -------
@@ -115,7 +116,7 @@ def layernorm_runs(*, T=100, d=128, depth=128, seeds=4, window=3, norm="layernor
         _validate.choice("masks", kind, MASK_KINDS)
         mask = make_mask(kind, T, window=window, device=X0.device)
         out[kind] = propagate(X0, depth, attention="qk", s2=s2, beta=beta, mask=mask, dropout=dropout, norm=norm,
-                              values=values, shared=shared, seed=seed + 1)
+                              values=values, shared=shared, seed=seed + 1, stable_ranks=stable_ranks)
     return out
 
 

@@ -76,7 +76,7 @@ def _fair(name, solutions, path):
         edit("def swapped_spectrum", "swap_error = rcteach.spectrum_distance(", "swap_error = torch.as_tensor(rcteach.spectrum_distance(")
         edit("def swapped_spectrum", "swapped_spectrum(A))  # SOLUTION", "swapped_spectrum(A)))  # SOLUTION")
     elif name == "a2_rank_collapse":
-        edit("def frobenius_stable_rank", "s = torch.linalg.svdvals(X)", "s = np.linalg.svd(np.asarray(X), compute_uv=False)")
+        edit("def frobenius_stable_rank", "s = rcteach.linalg.svdvals(X)", "s = np.linalg.svd(np.asarray(X), compute_uv=False)")
         edit("import math", "import math\n", "import math\n\nimport numpy as np\n")
     else:
         edit("def uniform_rate", "return float(moduli[1])", "return moduli[1]")

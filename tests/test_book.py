@@ -40,16 +40,42 @@ def toc_files() -> list[str]:
 KERNEL_PORT_RACE = ("Address already in use", "Kernel died before replying to kernel_info")
 
 
+#: A link to another chapter: ``[text](NN_name.md)``, which Jupyter Book resolves to the chapter's page
+#: and JupyterLab opens as a notebook (the roles {ref} and {doc} work in the book only).
+CHAPTER_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]*)\)")
+
+
 def test_chapters_are_labelled_linked_and_checked_in_one_call():
-    """Every page has a ``(label)=`` above its title; "previous/next chapter" is always a link; checks
-    run through ``rcteach.check`` (no assert-only cells, no reach-ins to the HTML formatter)."""
-    bare = re.compile(r"(?<!\{ref\}`)(?<!\{ref\}`The )\b(previous|next) chapter\b", re.IGNORECASE)
-    for name in toc_files():
-        text = (ROOT / f"{name}.md").read_text(encoding="utf-8")
+    """Every page has a ``(label)=`` above its title; cross-chapter links are Markdown links to an
+    existing chapter file (no {ref}/{doc}); "previous/next chapter" is always a link; every equation
+    label is cited and every cited one exists; checks run through ``rcteach.check`` (no assert-only
+    cells, no reach-ins to the HTML formatter)."""
+    bare = re.compile(r"\b(previous|next) chapter\b", re.IGNORECASE)
+    texts = {name: (ROOT / f"{name}.md").read_text(encoding="utf-8") for name in toc_files()}
+    labels = {label: name for name, text in texts.items() for label in re.findall(r"^\$\$ \(([a-z0-9-]+)\)$", text, re.M)}
+    cited = {label for text in texts.values() for label in re.findall(r"\{eq\}`([^`]+)`", text)}
+    assert cited <= set(labels), f"cited equations without a label: {sorted(cited - set(labels))}"
+    assert set(labels) <= cited, f"equation labels nothing cites: {sorted(set(labels) - cited)}"
+    for name, text in texts.items():
         assert re.search(r"^\([a-z0-9-]+\)=\n# ", text, re.M), f"{name}: no label above the title"
-        assert not bare.search(text), f"{name}: an unlinked {bare.search(text).group(0)!r}"
+        for role in ("{ref}", "{doc}"):
+            assert role not in text, f"{name}: a {role} link (dead in JupyterLab; link to the chapter's .md)"
+        for _, target in CHAPTER_LINK.findall(text):
+            if "://" not in target and not target.startswith("#"):
+                assert (ROOT / name).with_name(target.split("#")[0]).is_file(), f"{name}: link to {target}"
+        unlinked = bare.search(CHAPTER_LINK.sub("", text))
+        assert not unlinked, f"{name}: an unlinked {unlinked.group(0)!r}"
         for old in ("run_check(", "results_html(", "assert result.passed"):
             assert old not in text, f"{name}: {old} (use rcteach.check)"
+
+
+def test_the_intro_says_how_to_install_and_open_a_chapter():
+    """The intro gives the install line, the three ways to a chapter as a notebook, and the
+    extension that renders MyST in JupyterLab (a .md chapter opens on double-click: no "Open With")."""
+    intro = (ROOT / "book" / "intro.md").read_text(encoding="utf-8")
+    for needed in ("pip install", "rcteach notebooks", "make setup", "double-click", "jupyterlab-myst", "`.ipynb`"):
+        assert needed in intro, f"the intro does not say {needed!r}"
+    assert "Open With" not in intro
 
 
 @pytest.fixture(scope="module")
@@ -198,6 +224,8 @@ def test_every_chapter_offers_a_clean_notebook_download(built_book):
     import jupytext
     import nbformat
 
+    from rcteach.tools.notebooks import CHAPTER_LINK as CHAPTER_LINK_MD
+
     html = _built(built_book)
     for name in toc_files():
         text = (html / f"{name}.html").read_text(encoding="utf-8")
@@ -206,7 +234,12 @@ def test_every_chapter_offers_a_clean_notebook_download(built_book):
         notebook = nbformat.read((html / name).parent / links[0], as_version=4)
         nbformat.validate(notebook)
         source = jupytext.read(ROOT / f"{name}.md")
-        assert [c.source for c in notebook.cells] == [c.source for c in source.cells], name
+        expected = [CHAPTER_LINK_MD.sub(r"](\1.ipynb\2)", c.source) if c.cell_type == "markdown" else c.source
+                    for c in source.cells]  # links to other chapters point at their downloads
+        assert [c.source for c in notebook.cells] == expected, name
+        download = (html / name).parent / links[0]
+        for target in re.findall(r"\]\(([\w-]+\.ipynb)", "".join(expected)):
+            assert download.with_name(target).is_file(), f"{name}: its download links {target}, not there"
         assert all(not c.get("outputs") for c in notebook.cells if c.cell_type == "code"), f"{name}: outputs"
         assert notebook.metadata["kernelspec"]["name"] == "python3" and "jupytext" not in notebook.metadata
 
@@ -256,6 +289,80 @@ def test_download_menu_and_collapsed_solutions_in_a_browser(built_book):
                     problems.append(f"{name}: solution cell {i} not collapsed with its outputs: {cell}")
         browser.close()
     assert not problems, "\n".join(problems)
+
+
+PHONE = {"width": 390, "height": 844}
+
+
+@pytest.mark.book
+@needs_browser
+def test_on_a_phone_the_menu_opens_and_check_tables_keep_their_verdict_in_view(built_book):
+    """At 390 x 844 on every page: exactly one ☰ button shows; tapping it shows the contents (a
+    link to every chapter); the page never scrolls sideways; every check table keeps its verdict
+    column (PASS/FAIL) on screen, its other columns scrolling inside the cell."""
+    from playwright.sync_api import sync_playwright
+
+    html = _built(built_book)
+    problems, tables = [], 0
+    with sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_page(viewport=PHONE)
+        for name in toc_files():
+            page.goto((html / f"{name}.html").as_uri(), wait_until="load")
+            sideways = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+            if sideways > 0:
+                problems.append(f"{name}: the page scrolls {sideways} px sideways")
+            verdicts = page.evaluate(
+                "Array.from(document.querySelectorAll('table.rcteach-checks')).flatMap(t =>"
+                " Array.from(t.querySelectorAll('tr > :last-child')).map(c => {"
+                " const r = c.getBoundingClientRect(); return [c.innerText, r.left, r.right]; }))")
+            tables += page.locator("table.rcteach-checks").count()
+            problems += [f"{name}: verdict {text!r} at x = {left:.0f}..{right:.0f}, off a {PHONE['width']} px screen"
+                         for text, left, right in verdicts if left < 0 or right > PHONE["width"]]
+            toggles = page.locator(".primary-toggle:visible")
+            if toggles.count() != 1:
+                problems.append(f"{name}: {toggles.count()} visible contents buttons")
+                continue
+            toggles.first.click()
+            try:
+                page.locator("nav.bd-links a").first.wait_for(state="visible", timeout=5000)
+            except Exception:
+                problems.append(f"{name}: the contents button shows no contents")
+                continue
+            shown = page.locator("nav.bd-links a:visible").count()
+            if shown < len(toc_files()) - 1:
+                problems.append(f"{name}: the contents show {shown} links")
+        browser.close()
+    if not tables:
+        problems.append("no check table in the book (table.rcteach-checks from rcteach.check)")
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.book
+@needs_browser
+def test_search_from_disk_shows_snippets_without_errors(built_book):
+    """The search page opened from disk (file://): searching a word lists pages, each with a
+    snippet of its text holding the word (book/_ext/offline_search.py), and no console error."""
+    from playwright.sync_api import sync_playwright
+
+    html = _built(built_book)
+    with sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_page()
+        errors = []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("requestfailed", lambda r: errors.append(f"failed to load {r.url}"))
+        page.goto((html / "search.html").as_uri() + "?q=spectral", wait_until="load")
+        page.wait_for_function("/found/.test(document.querySelector('#search-results .search-summary')?.innerText)"
+                               " && document.querySelectorAll('#search-results li').length > 0 && Array.from("
+                               "document.querySelectorAll('#search-results li')).every(li => li.querySelector('p.context'))",
+                               timeout=30000)
+        hits = page.evaluate("Array.from(document.querySelectorAll('#search-results li')).map(li =>"
+                             " [li.querySelector('a').innerText, li.querySelector('p.context').innerText])")
+        browser.close()
+    assert any(title.endswith("The spectral gap") for title, _ in hits), hits
+    assert all("spectral" in snippet.lower() for _, snippet in hits), hits
+    assert not errors, errors
 
 
 @pytest.mark.book

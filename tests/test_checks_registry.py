@@ -1,5 +1,6 @@
 """Unit tests for rcteach.checks.registry: comparisons, registration, running and reporting."""
 
+import inspect
 import json
 import math
 import uuid
@@ -305,7 +306,7 @@ def test_results_table(results):
 
 def test_results_html_escapes(results):
     html = results_html(results)
-    assert html.startswith("<table>") and html.endswith("</table>")
+    assert html.startswith("<table class='rcteach-checks'>") and html.endswith("</table>")
     assert html.count("<tr") == 3
     assert "c &lt;good&gt; &amp; fine" in html and "<good>" not in html
     assert results[0]._repr_html_() == results_html(results[:1])
@@ -313,9 +314,12 @@ def test_results_html_escapes(results):
 
 def test_as_dict_is_json(results):
     d = results[1].as_dict()
-    assert set(d) == {"name", "claim", "source", "setting", "prediction", "measured", "tolerance", "relative",
-                      "tolerance_note", "passed", "seconds", "resolves", "mutants"}
-    assert d["mutants"] == [{"name": "one off", "killed": True}]
+    assert set(d) == {"name", "claim", "source", "setting", "seeds", "seed", "prediction", "measured", "tolerance",
+                      "relative", "tolerance_note", "coarse", "passed", "seconds", "resolves", "per_seed", "mutants",
+                      "rules"}
+    assert d["mutants"][0] == {"name": "one off", "killed": True, "generated": False, "offset": pytest.approx(16.0),
+                               "survived_on": []}  # 0.0625 + 1 = 17 x 0.0625
+    assert d["seeds"] == [] and d["seed"] is None and len(d["per_seed"]) == 1
     assert d["setting"] == {"device": "cpu"}
     assert d["passed"] is False and d["relative"] is True
     assert json.loads(json.dumps([r.as_dict() for r in results]))[0]["passed"] is True
@@ -381,7 +385,7 @@ def test_check_displays_html_in_ipython(pair, monkeypatch):
     monkeypatch.setattr(IPython, "get_ipython", lambda: object())
     monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
     rcteach.check(f"{pair}-a")
-    assert len(shown) == 1 and shown[0].data.startswith("<table>") and f"{pair}-a" in shown[0].data
+    assert len(shown) == 1 and shown[0].data.startswith("<table class='rcteach-checks'>") and f"{pair}-a" in shown[0].data
 
 
 def test_check_errors(pair):
@@ -461,15 +465,19 @@ def test_mutants_killed_and_survived(throwaway):
              mutants={**off_by(0.05), "T-fold": lambda p, s: p * s["T"]})(
         lambda *, T: Comparison(1.0, 1.01, tolerance=0.03, relative=True))
     r = run_check(name)
-    assert r.mutants == [{"name": "5% high", "killed": True}, {"name": "5% low", "killed": True},
-                         {"name": "T-fold", "killed": True}]
+    declared = [m for m in r.mutants if not m["generated"]]
+    assert [(m["name"], m["killed"]) for m in declared] == [("5% high", True), ("5% low", True), ("T-fold", True)]
+    assert [m["offset"] for m in declared] == pytest.approx([0.05, -0.05, 3.0])
+    assert r.rules == []  # 5% is within 2 x resolves (4.1%) on both sides
     wide = throwaway("wide")
     register(wide, claim="c", source="derived", tolerance_note="n", mutants=off_by(0.05))(
         lambda: Comparison(1.0, 1.0, tolerance=0.1, relative=True))
-    assert [m["killed"] for m in run_check(wide).mutants] == [False, False]
-    report = mutants_table([r, run_check(wide)])
-    assert "SURVIVED  5% high" in report and "killed    T-fold" in report
-    assert report.splitlines()[-1] == "3 of 5 mutants killed, 2 survived; 0 check(s) failed"
+    w = run_check(wide)
+    assert [m["killed"] for m in w.mutants if not m["generated"]] == [False, False]
+    report = mutants_table([r, w])
+    assert "SURVIVED  5% high" in report and "killed    T-fold  (+300%)" in report
+    assert report.splitlines()[-1] == ("9 of 13 mutants killed (5 declared, 8 generated), 4 survived; "
+                                       "0 check(s) failed; 0 rule(s) broken")
 
 
 def test_every_registered_check_declares_a_mutant_and_an_honest_source():
@@ -483,3 +491,94 @@ def test_quick_mode_kills_every_mutant():
     from rcteach.tools.cli import main
 
     assert main(["check", "--mutants", "--json", "--device", "cpu"]) == 0
+
+
+# -- base seeds: every run on every seed; resolves the worst; mutants killed on every seed ------------
+
+@pytest.fixture
+def seeded(throwaway):
+    """A check with three base seeds whose measurement depends on the seed: 1.00, 1.01, 0.99 for seeds 1, 2, 3."""
+    name = throwaway("seeded")
+    calls = []
+
+    def f(*, x=1.0, seed=0):
+        calls.append(seed)
+        return Comparison(1.0, x * {1: 1.0, 2: 1.01, 3: 0.99}[seed], tolerance=0.03, relative=True)
+
+    register(name, claim="c", source="derived", tolerance_note="n", base_seeds=(1, 2, 3),
+             mutants={**off_by(0.05), "2% high": lambda p, s: 1.02 * p})(f)
+    return name, calls
+
+
+def test_run_check_runs_every_base_seed(seeded):
+    name, calls = seeded
+    r = run_check(name)
+    assert calls == [1, 2, 3] and r.seeds == (1, 2, 3) and len(r.comparisons) == 3
+    assert "seed" not in r.setting and r.passed
+    # resolves is the worst seed's, the seed shown is that one
+    assert r.resolves == pytest.approx(max(c.resolves for c in r.comparisons))
+    assert r.resolves == pytest.approx(1.01 / 0.97 - 1) and r.seed == 2 and r.comparison.measured == 1.01
+    assert run_check(name, seed=3).seeds == (3,) and calls[-1] == 3  # one seed, overridden
+    assert "seed=1/2/3" in results_table([r])
+    assert "worst of seeds 1/2/3" in mutants_table([r])
+    d = r.as_dict()
+    assert d["seeds"] == [1, 2, 3] and [row["seed"] for row in d["per_seed"]] == [1, 2, 3]
+
+
+def test_a_check_fails_when_one_seed_fails(seeded):
+    name, _ = seeded
+    r = run_check(name, x=1.025)  # 1.025, 1.0353, 1.0148: seed 2 fails
+    assert not r.passed and r.seed == 2 and [c.passed for c in r.comparisons] == [True, False, True]
+    with pytest.raises(rcteach.checks.CheckFailed, match=r"\(seed 2\): predicted 1"):
+        rcteach.check(name, x=1.025)
+
+
+def test_a_mutant_is_killed_only_on_every_seed(seeded):
+    name, _ = seeded
+    r = run_check(name)
+    two = next(m for m in r.mutants if m["name"] == "2% high")
+    assert two["killed"] is False and two["survived_on"] == [1, 2, 3]
+    r = run_check(name, x=0.985)  # 0.985, 0.9949, 0.9752: 1.02 passes only against seed 2
+    two = next(m for m in r.mutants if m["name"] == "2% high")
+    assert two["killed"] is False and two["survived_on"] == [2]
+    assert "SURVIVED  2% high  (+2%)  on seed(s) 2" in mutants_table([r])
+
+
+def test_generated_mutants_and_the_near_mutant_rule(seeded, throwaway):
+    name, _ = seeded
+    r = run_check(name)
+    e = r.resolves
+    generated = {m["name"]: m for m in r.mutants if m["generated"]}
+    assert len(generated) == 4 and all(m["killed"] for m in generated.values())
+    assert [m["offset"] for m in generated.values()] == pytest.approx([1.5 * e, -1.5 * e, 0.05, -0.05])
+    assert r.rules == []
+    far = throwaway("far")
+    register(far, claim="c", source="derived", tolerance_note="n", mutants={"doubled": lambda p, s: 2 * p},
+             coarse="one term it cannot resolve, and why")(lambda: Comparison(1.0, 1.0, tolerance=0.1, relative=True))
+    f = run_check(far)
+    assert [m["name"] for m in f.mutants if m["generated"]] == ["16.7% high (generated: 1.5 x resolves)",
+                                                              "16.7% low (generated: 1.5 x resolves)"]  # coarse: no 5%
+    assert len(f.rules) == 2 and "above the prediction (nearest +100.00%)" in f.rules[0] and "below" in f.rules[1]
+    report = mutants_table([f])
+    assert "RULE      no declared mutant within 2 x resolves (22.22%) above" in report
+    assert "coarse    one term it cannot resolve" in report and report.endswith("2 rule(s) broken")
+    assert all(m["generated"] is False for m in run_check("mask-connectivity").mutants)  # exact: none generated
+
+
+def test_register_checks_the_base_seeds(throwaway):
+    with pytest.raises(ValueError, match="at least 3 distinct base seeds"):
+        register(throwaway(), claim="c", source="derived", tolerance_note="n", mutants=ONE_OFF, base_seeds=(1, 2, 2))(
+            lambda *, seed: Comparison(0, 0))
+    with pytest.raises(ValueError, match="no seed setting"):
+        register(throwaway(), claim="c", source="derived", tolerance_note="n", mutants=ONE_OFF, base_seeds=(1, 2, 3))(
+            lambda: Comparison(0, 0))
+    with pytest.raises(TypeError, match="base_seeds"):
+        register(throwaway(), claim="c", source="derived", tolerance_note="n", mutants=ONE_OFF, base_seeds=(1, 2, "3"))
+    with pytest.raises(TypeError, match="coarse"):
+        register(throwaway(), claim="c", source="derived", tolerance_note="n", mutants=ONE_OFF, coarse=True)
+
+
+def test_every_simulating_check_runs_on_three_seeds():
+    for check in all_checks().values():
+        if "seed" in inspect.signature(check.func).parameters:
+            assert len(set(check.base_seeds)) >= 3, check.name

@@ -104,7 +104,10 @@ def test_mutants_exit_one_when_one_survives(temporary_checks, capsys):
     assert "SURVIVED  1% high" in capsys.readouterr().out
     assert main(["check", "--mutants", "--json", "-k", f"{prefix}-weak"]) == 1
     (result,) = json.loads(capsys.readouterr().out)
-    assert result["mutants"] == [{"name": "1% high", "killed": False}] and result["passed"] is True
+    assert result["mutants"][0] == {"name": "1% high", "killed": False, "generated": False, "offset": pytest.approx(0.01),
+                                    "survived_on": [None]} and result["passed"] is True
+    assert [m["killed"] for m in result["mutants"][1:]] == [True, True, False, False]  # 1.5 x resolves; 5%
+    assert len(result["rules"]) == 1 and "below the prediction" in result["rules"][0]  # no near mutant below
     assert result["resolves"] == pytest.approx(0.1 / 0.9)
 
 

@@ -392,3 +392,13 @@ def test_weight_gradients_depth_zero():
 def test_normalise_errors():
     with pytest.raises(ValueError, match="norm"):
         normalise(X, "l1")
+
+
+def test_propagate_without_stable_ranks_keeps_mu_and_norm():
+    X0 = rcteach.orthonormal_tokens(8, 8, batch=2, seed=0)
+    full = rcteach.propagate(X0, 3, seed=1)
+    lean = rcteach.propagate(X0, 3, seed=1, stable_ranks=False)
+    assert torch.equal(full.mu, lean.mu) and torch.equal(full.norm, lean.norm)
+    assert lean.stable_rank is None and lean.stable_rank_gram is None
+    with pytest.raises(TypeError, match="stable_ranks"):
+        rcteach.propagate(X0, 3, seed=1, stable_ranks="no")

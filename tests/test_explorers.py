@@ -174,3 +174,29 @@ def test_depth_legend_renders_its_maths():
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert any(lab.count("$") == 2 and r"\ell/2" in lab for lab in labels), labels  # mathtext, not raw ^{...}
     assert all("$" in lab or "^" not in lab for lab in labels), labels
+
+
+@pytest.mark.parametrize("name, first, then", [
+    ("spectrum", dict(T=16), dict(T=32, centred=True)),
+    ("width", dict(T_range=(8, 16)), dict(T_range=(8, 32), gram=True)),
+    ("depth", dict(depth=2), dict(depth=4, norm="rms", skip=True)),
+    ("mask", dict(beta=0.3), dict(beta=3.0)),  # the mask's panels kept, mu drawn over their pixels
+    ("mask", dict(kind="causal"), dict(kind="sliding", window=1)),
+])
+def test_a_live_redraw_is_the_fresh_figure_pixel_for_pixel(name, first, then):
+    """An explorer's update draws into its last figure (artists updated, unchanged panels blitted):
+    the PNG is the one of a figure drawn afresh for the new data."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    data = [getattr(ex, f"{name}_data")(**{**SMALL[name], **kw}) for kw in (first, then)]
+    draw = getattr(ex, f"{name}_figure")
+    fig = draw(data[0])
+    ex.live_png(fig, 40)
+    again = draw(data[1], fig=fig)
+    assert again is fig
+    live, fresh = (np.asarray(Image.open(io.BytesIO(base64.b64decode(p))).convert("RGB"))
+                   for p in (ex.live_png(fig, 40), ex.png(draw(data[1]), 40)))
+    np.testing.assert_array_equal(live, fresh)

@@ -87,7 +87,7 @@ def test_only_regular_notebook_files_are_graded_and_the_rest_are_rows(tmp_path, 
     os.mkfifo(root / "fifo.ipynb")
     (root / "folder.ipynb").mkdir()
     (root / "bad.ipynb").write_text("{not json")
-    (root / "old.ipynb").write_text(json.dumps({"nbformat": 3, "worksheets": []}))
+    (root / "old.ipynb").write_text(json.dumps({"nbformat": 2, "worksheets": []}))  # format 3 is converted, 2 is not
     found = {s.student: s.problem for s in submissions.collect([root], "toy")}
     assert list(found) == sorted(found) and set(found) == {"alice", "bad", "broken", "fifo", "folder", "linked",
                                                            "mallory", "old"}
@@ -233,7 +233,7 @@ def test_a_class_in_parallel_equals_serial_and_a_replay_asks_the_same(klass, toy
 class _RemoteExecutor:
     """Runs each task as a cluster worker would (``grade --dask``): its function, its arguments and its
     result cross a process boundary pickled.  (A real dask LocalCluster costs ~15 s of CPU to start;
-    rcteach.tools.sweep.executor_from is tested with one in test_grid_sweep.py.)"""
+    rcteach.sweep.executor_from is tested with one in test_grid_sweep.py.)"""
 
     def submit(self, fn, *args):
         fn, args = pickle.loads(pickle.dumps((fn, args)))
@@ -288,7 +288,7 @@ def test_grade_options_are_checked(toy, klass, capsys, tmp_path):
     assert main(["grade", str(klass), "-a", str(toy), "-o", str(tmp_path)]) == 2
     assert "no student and assignment columns" in capsys.readouterr().err
     assert main(["grade", str(klass), "-a", str(toy), "--dask", "local:0"]) == 2
-    assert "--dask: dask='local:N' needs a worker count N >= 1" in capsys.readouterr().err
+    assert "--dask: expected 'local:N' with N >= 1" in capsys.readouterr().err
     empty = tmp_path / "empty"
     empty.mkdir()
     assert main(["grade", str(empty), "-a", str(toy)]) == 2 and "no notebooks" in capsys.readouterr().err

@@ -215,3 +215,13 @@ def test_top_and_rest_match_all_eigenvalues(m):
     u = torch.randn(2, m, 1, generator=g, dtype=torch.float64)
     lam, rest = grid.top_and_rest(u @ u.mT)
     assert (rest / lam.square() < 1e-25).all(), rest / lam.square()  # ||S||_F^2 - lam_1^2 would be ~1e-16
+
+
+def test_import_grid_without_matplotlib():
+    """A sweep worker imports rcteach.grid without matplotlib (issue 30: it is the explorers' dependency)."""
+    import subprocess
+    import sys
+
+    code = "import sys, rcteach.grid; print('matplotlib' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

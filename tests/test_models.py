@@ -180,3 +180,20 @@ def test_shared_fraction_errors(gpt2):
         models.shared_fraction(gpt2, 16)
     with pytest.raises(TypeError, match="build_model"):
         models.shared_fraction(torch.nn.Linear(2, 2), 16)
+
+
+@pytest.mark.parametrize("name", ["tinybert", "gpt2"])
+def test_keep_tokens_drops_unused_embedding_rows_and_changes_no_number(name, tiny, gpt2):
+    full = tiny if name == "tinybert" else gpt2
+    extra = {} if name == "tinybert" else dict(bos_token_id=0, eos_token_id=0)
+    small = models.build_model(name, seed=0, **SMALL, **extra, keep_tokens=models.TEXT_VOCABULARY)
+    assert small.get_input_embeddings().num_embeddings == models.TEXT_VOCABULARY < SMALL["vocab_size"]
+    ids = models.text_token_ids(name, 24, batch=2)
+    a, b = models.measure(full, ids, keep=[0]), models.measure(small, ids, keep=[0])
+    for field in ("stable_rank", "stable_rank_gram", "mu", "outlier"):
+        assert torch.equal(getattr(a, field), getattr(b, field)), field
+    assert torch.equal(a.attention[0], b.attention[0])
+    with pytest.raises(ValueError, match="input_ids must lie in 0..3999"):
+        models.measure(small, torch.full((1, 8), models.TEXT_VOCABULARY))
+    with pytest.raises(ValueError, match="keep_tokens"):
+        models.build_model(name, seed=0, **SMALL, keep_tokens=SMALL["vocab_size"] + 1)

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
 CHAPTERS = sorted(BOOK.glob("*.md"))
 CONFIG = load_jupytext_configuration_file(find_jupytext_configuration_file(str(BOOK)))
-MAX_LINE = 100  # characters of a code line: wider lines scroll sideways in the book
+MAX_LINE = 88  # characters of a code line: what fits in the book's code boxes and on a printed page
 
 
 def _as_jupyterlab_saves_it(notebook):
@@ -97,3 +97,14 @@ def test_kernels_draw_retina_figures():
     png = base64.b64decode(figure.data["image/png"])
     width = int.from_bytes(png[16:20], "big")  # the IHDR chunk
     assert width == 2 * shown
+
+
+def test_a_chapter_as_a_notebook_links_the_other_chapters_notebooks():
+    """``rcteach notebooks`` and the book's download write ``NN_name.ipynb`` side by side: a link to
+    ``NN_name.md`` there would be dead, so clean_notebook points it at ``NN_name.ipynb``."""
+    from rcteach.tools.notebooks import clean_notebook
+
+    chapter = BOOK / "02_spectral_gap.md"
+    assert "](01_leading_term.md)" in chapter.read_text(encoding="utf-8")
+    text = "".join(cell.source for cell in clean_notebook(chapter).cells if cell.cell_type == "markdown")
+    assert "](01_leading_term.ipynb)" in text and ".md)" not in text and ".md#" not in text

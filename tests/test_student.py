@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pathlib
+import re
 
 import jupytext
 import nbformat
@@ -22,23 +23,32 @@ def _solution_admonitions(text):
             if student._OPEN.match(l) and student._OPEN.match(l).group("title").lower().startswith("solution")]
 
 
+#: The one format of an exercise's solution: this dropdown, then its code cell (SOLUTION_CELL).
+SOLUTION_DROPDOWN = re.compile(r":::\{admonition\} Solution to exercise (\d+)\n:class: dropdown\n(?:.+\n)+:::\Z")
+SOLUTION_CELL = {"tags": ["hide-cell", "solution"], "jupyter": {"source_hidden": True}}
+
+
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=[p.stem for p in CHAPTERS])
-def test_chapter_solutions_are_collapsed(chapter):
-    """Every exercise solution is collapsed, in the HTML book (dropdown prose; ``hide-cell`` code:
-    input and outputs under one toggle) and in JupyterLab (code hidden until asked; there are no
-    outputs to hide until the cell runs, and running a cell shows its outputs)."""
-    nb = jupytext.read(chapter)
-    text = chapter.read_text()
-    if "## Exercises" not in text:
+def test_chapter_solutions_have_one_format_and_are_collapsed(chapter):
+    """After the list of exercises, each exercise n in turn has a dropdown "Solution to exercise n"
+    (the end of a Markdown cell) and then one solution code cell, collapsed in the HTML book
+    (``hide-cell``: input and outputs under one toggle) and in JupyterLab (code hidden; not the
+    outputs: JupyterLab shows a cell's outputs when it runs, so ``outputs_hidden`` would not survive
+    a save)."""
+    cells = jupytext.read(chapter).cells
+    start = next((i for i, c in enumerate(cells) if c.cell_type == "markdown" and "## Exercises" in c.source), None)
+    if start is None:
         pytest.skip("no exercises")
-    admonitions = _solution_admonitions(text)
-    code = [c for c in nb.cells if student.is_solution_cell(c)]
-    assert admonitions or code, "exercises without solutions"
-    for title, option in admonitions:
-        assert option.strip() == ":class: dropdown", title
-    for cell in code:
-        assert "hide-cell" in cell.metadata["tags"]
-        assert cell.metadata.get("jupyter") == {"source_hidden": True}
+    listed = cells[start].source.split("## Exercises")[1].split(":::{admonition}")[0]
+    n_exercises = len(re.findall(r"^\d+\. ", listed, re.M))
+    tail = cells[start:]
+    assert len(tail) == 2 * n_exercises, f"{n_exercises} exercises, {len(tail)} cells from the exercises on"
+    for n, (prose, code) in enumerate(zip(tail[::2], tail[1::2]), start=1):
+        dropdown = ":::{admonition}" + prose.source.rsplit(":::{admonition}", 1)[-1]
+        match = SOLUTION_DROPDOWN.match(dropdown)
+        assert match and int(match.group(1)) == n, f"solution {n}: {dropdown[:80]!r}"
+        assert n == 1 or prose.source == dropdown, f"solution {n}: more than its dropdown in its cell"
+        assert code.cell_type == "code" and dict(code.metadata) == SOLUTION_CELL, (n, code.metadata)
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=[p.stem for p in CHAPTERS])

@@ -206,8 +206,8 @@ def test_dropout_front_errors(args, kwargs, error, match):
 
 
 def test_top_singular_value_next_order():
-    T, s2 = 256, LN2  # c = 1: sigma_1^2 = 1 + (1/T)(1 - 6/T)
-    assert theory.top_singular_value_next_order(T, s2) == pytest.approx(math.sqrt(1 + (1 - 6 / T) / T), rel=1e-14)
+    T, s2 = 256, LN2  # c = 1: sigma_1^2 = 1 + (1/T)(1 - (6 - 1)/T)
+    assert theory.top_singular_value_next_order(T, s2) == pytest.approx(math.sqrt(1 + (1 - 5 / T) / T), rel=1e-14)
     # the leading order is recovered for large T, with a relative deficit (1+c)(1+2c)/T of the excess
     big = 10**6
     excess = theory.top_singular_value_next_order(big, s2) - 1
@@ -242,3 +242,16 @@ def test_embedding_gram_excess_by_simulation():
         X = math.sqrt(rho * d) * a / a.norm() + math.sqrt(1 - rho) * torch.randn(16, T, d, generator=g, dtype=torch.float64)
         measured = (stable_rank(X, gram=True) - 1).mean().item()
         assert measured == pytest.approx(theory.embedding_gram_stable_rank_excess(T, d, rho), rel=0.04)
+
+
+def test_leading_term_residual_next_order():
+    T = 512
+    # c = 1: mu_3 = 4, mu_4 = 41, K = 41 - 4 - 32 + 9 = 14, so the squared ratio is (c/T)(1 + 15/T)
+    assert theory.leading_term_residual(T, LN2, next_order=True) == pytest.approx(math.sqrt((1 + 15 / T) / T),
+                                                                                 rel=1e-14)
+    assert theory.leading_term_residual(T, LN2) == pytest.approx(math.sqrt(1 / T), rel=1e-14)
+    # small c: 1 + K/c^2 -> c, the correction vanishes with the tails
+    c = theory.c(1e-4)
+    assert theory.leading_term_residual(T, 1e-4, next_order=True) / theory.leading_term_residual(T, 1e-4) == (
+        pytest.approx(math.sqrt(1 + c / T), rel=1e-6))
+    assert theory.leading_term_residual(T, 0.0, next_order=True) == 0.0

@@ -127,3 +127,13 @@ def test_sphere_consensus_rate_is_the_two_token_contraction():
                                 skip=h, norm="rms", keep_states=True)
         new = math.atan2(run.states[1, 0, 1].item(), run.states[1, 0, 0].item())
         assert math.log(theta / new) == pytest.approx(theory.sphere_consensus_rate(h), rel=1e-7)
+
+
+def test_first_value_gradient_next_order_for_A():
+    T = 64
+    lead = theory.first_value_gradient_rms(T, T, rcteach.LN2)
+    # sum s^4 = 1 + 2c/T, c = 1: the rms gains a factor sqrt(1 + 2/T)
+    assert theory.first_value_gradient_rms(T, T, rcteach.LN2, next_order=True) == pytest.approx(
+        lead * math.sqrt(1 + 2 / T), rel=1e-14)
+    with pytest.raises(ValueError, match="next_order"):
+        theory.first_value_gradient_rms(T, T, rcteach.LN2, centred=True, next_order=True)

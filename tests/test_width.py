@@ -99,3 +99,17 @@ def test_theory_width_functions():
         theory.centred_width_slope_gram(-1.0)
     with pytest.raises(TypeError, match="T"):
         theory.width_stable_rank_bias(64.0, 1.0, 0.5)
+
+
+def test_squared_singular_values_are_the_draws_of_the_stable_ranks():
+    from rcteach.metrics import stable_rank_from_squared
+    from rcteach.width import width_squared_singular_values
+
+    for centred in (False, True):
+        sq = width_squared_singular_values(32, 0.5, seeds=3, centred=centred, seed=4)
+        assert sq.shape == (3, 32) and bool((sq[:, :-1] >= sq[:, 1:]).all())
+        for gram in (False, True):
+            # the same draws; width_stable_ranks takes lam_1 and the trace (rcteach.top_eigen): equal to rounding
+            torch.testing.assert_close(stable_rank_from_squared(sq, gram=gram),
+                                       width_stable_ranks(32, 0.5, seeds=3, centred=centred, gram=gram, seed=4),
+                                       rtol=1e-12, atol=0)

@@ -14,10 +14,11 @@ from .registry import (
     register,
     mutants_table,
     off_by,
+    off_exponent,
     results_html,
     results_table,
     run_check,
     run_checks,
 )
 
-__all__ = ["Check", "CheckFailed", "CheckResult", "Comparison", "all_checks", "check", "mutants_table", "off_by", "register", "results_html", "results_table", "run_check", "run_checks"]
+__all__ = ["Check", "CheckFailed", "CheckResult", "Comparison", "all_checks", "check", "mutants_table", "off_by", "off_exponent", "register", "results_html", "results_table", "run_check", "run_checks"]

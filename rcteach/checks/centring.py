@@ -9,7 +9,7 @@ from ..attention import centre
 from ..metrics import spectral_gap, spectrum
 from ..theory import LN2
 from ..variants import random_differential_attention
-from .registry import Comparison, off_by, register
+from .registry import Comparison, off_by, off_exponent, register
 from .statistics import disc_radius
 
 
@@ -21,6 +21,7 @@ from .statistics import disc_radius
     mutants={"outlier 1 - lam^2": lambda p, s: abs(s["lam"] - s["lam"] ** 2)},  # the deviation it implies
     quick=dict(T=256, lam=0.8, seeds=4),
     full=dict(T=1024, lam=0.8, seeds=8),
+    base_seeds=(3, 1003, 2003),
 )
 def differential_outlier(*, T, lam, seeds, s2=LN2, seed=3, device=None) -> Comparison:
     D = random_differential_attention(T, lam, s2, batch=seeds, seed=seed, device=device, dtype=torch.float64)
@@ -38,10 +39,11 @@ def differential_outlier(*, T, lam, seeds, s2=LN2, seed=3, device=None) -> Compa
         "modulus sits 2-3% above the prediction at T = 128..256); its finite-T deficit is ~1-2% at T = 256 and its "
         "seed spread ~0.5% per draw"
     ),
-    mutants={**off_by(0.05), "(1 - lam)^2 for (1 + lam^2)": lambda p, s: p * abs(1 - s["lam"]) / (1 + s["lam"] ** 2) ** 0.5,
+    mutants={**off_exponent(-0.5), **off_by(0.05), "(1 - lam)^2 for (1 + lam^2)": lambda p, s: p * abs(1 - s["lam"]) / (1 + s["lam"] ** 2) ** 0.5,
              "the radius of one map, sqrt(c/T)": lambda p, s: p / (1 + s["lam"] ** 2) ** 0.5},
     quick=dict(T=256, lam=0.8, seeds=8),
     full=dict(T=1024, lam=0.8, seeds=16),
+    base_seeds=(4, 1004, 2004),
 )
 def differential_bulk_radius(*, T, lam, seeds, s2=LN2, seed=4, device=None) -> Comparison:
     D = random_differential_attention(T, lam, s2, batch=seeds, seed=seed, device=device, dtype=torch.float64)

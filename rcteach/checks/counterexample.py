@@ -25,6 +25,7 @@ from .registry import Comparison, off_by, register
                  [p[:1], torch.tensor([max(s["q"], r / s["q"] ** s["N"]) for r in s["r"]], dtype=p.dtype)])},
     quick=dict(N=4, d=6, q=0.8, r=(0.3, 0.6)),
     full=dict(N=5, d=9, q=0.8, r=(0.3, 0.5)),
+    base_seeds=(140, 240, 340),
 )
 def embedded_equilibrium_radius(*, N, d, q, r, seed=140) -> Comparison:
     mask = make_mask("causal", N)
@@ -52,6 +53,7 @@ def embedded_equilibrium_radius(*, N, d, q, r, seed=140) -> Comparison:
              "the Gaussian gap -1/(2d) whatever eps": lambda p, s: p.new_full(p.shape, theory.gaussian_value_lyapunov(s["d"]))},
     quick=dict(d=16, eps=(0.05, 0.1), samples=100_000),
     full=dict(d=64, eps=(0.05, 0.1), samples=1_000_000),
+    base_seeds=(150, 250, 350),
 )
 def ln_values_rate_continuous(*, d, eps, samples, seed=150) -> Comparison:
     gen = torch.Generator().manual_seed(seed)

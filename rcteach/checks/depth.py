@@ -9,11 +9,18 @@ from .. import theory
 from ..depth import propagate, weight_gradients
 from ..theory import LN2
 from ..tokens import orthonormal_tokens
-from .registry import Comparison, off_by, register
+from .registry import Comparison, off_by, off_exponent, register
 
 
 def _tokens(T, d, seeds, seed, device):
     return orthonormal_tokens(T, d, batch=seeds, seed=seed, device=device, dtype=torch.float64)
+
+
+def _rows(T, d, seeds, device):
+    """The first T rows of the d x d identity, for each of ``seeds`` networks (T <= d): orthonormal rows.  With
+    i.i.d. attention and identity or fresh Gaussian values the laws of mu and of ||X|| are invariant under
+    X0 -> X0 Q (Q orthogonal), so these tokens give the same laws as Haar ones, without a QR per network."""
+    return torch.eye(T, d, dtype=torch.float64, device=device).expand(seeds, T, d)
 
 
 def _mean_ratio(x, start=0):
@@ -27,21 +34,23 @@ def _mean_ratio(x, start=0):
           "mu^2(X_L)/mu^2(X_0) ~ (c/T)^L",
     source="derived",
     tolerance_note=(
-        "relative 3%: the mean of the per-layer ratios estimates alpha = E||P A_perp||_F^2/(T-1) without "
-        "bias; alpha sits below c/T by the next-order term c(1+c)(1+2c)/T^2 (-2.3% at T = 256, -1.2% at 512, "
-        "-0.6% at 1024, s2 = ln 2), and the estimate's spread over 20 seed sets is ~0.3% (sd) at T = 256.  Quick "
-        "mode runs T = 512 (4 networks), full mode T = 1024 (8 networks): at T = 256 the bias alone would bring "
-        "the 5%-low mutant within 3% of the measurement"
+        "relative 2.5%: the mean of the per-layer ratios estimates alpha = E||P A_perp||_F^2/(T-1) without "
+        "bias; alpha sits below c/T by the next-order term c(1+c)(1+2c)/T^2 (-2.3% at T = 256, s2 = ln 2).  Quick "
+        "mode runs T = 512 (bias -1.2%; 4 networks x 3 layers): over 10 base seeds the measured factor sat "
+        "0.985-0.991 of c/T (sd 0.2%), so 2.5% covers the bias and 6 sd, and the check resolves 3.9% (at T = 256 "
+        "the bias alone was too close to a 5% error).  The tokens are the identity rows (_rows), same law as Haar"
     ),
-    mutants={**off_by(0.05), "mu (not mu^2) shrinks by c/T": lambda p, s: p ** 2,
+    mutants={**off_exponent(-1), **off_by(0.05), "mu (not mu^2) shrinks by c/T": lambda p, s: p ** 2,
+             "depth exponent 5% high: (c/T)^(1.05 L)": lambda p, s: p ** 1.05,
              "c replaced by s2": lambda p, s: s["s2"] / s["T"]},
     quick=dict(T=512, seeds=4, depth=3),
     full=dict(T=1024, seeds=8, depth=4),
+    base_seeds=(0, 1000, 2000),
 )
 def depth_mu_law(*, T, seeds, depth, s2=LN2, seed=0, device=None) -> Comparison:
-    tr = propagate(_tokens(T, T, seeds, seed, device), depth, values="identity", s2=s2, seed=seed + 1)
+    tr = propagate(_rows(T, T, seeds, device), depth, values="identity", s2=s2, seed=seed + 1, stable_ranks=False)
     return Comparison(prediction=theory.depth_mu_factor(T, s2), measured=_mean_ratio(tr.mu.square()),
-                      tolerance=0.03, relative=True)
+                      tolerance=0.025, relative=True)
 
 
 @register(
@@ -49,17 +58,21 @@ def depth_mu_law(*, T, seeds, depth, s2=LN2, seed=0, device=None) -> Comparison:
     claim="The per-layer factor of mu^2 is (c - c(1+c)(1+2c)/T)/T to next order in 1/T",
     source="derived",
     tolerance_note=(
-        "relative 3%: the omitted O(1/T^2) term is ~(6/T)^2 ~ 1% at T = 64, s2 = ln 2, and the estimate over "
-        "64 networks x 4 layers has a seed spread of ~0.4% (sd, measured over 20 seed sets)"
+        "relative 2% at T = 128, where the next-order term is -4.7% of c/T: the omitted O(1/T^2) term is "
+        "~(6/T)^2 ~ 0.2%; over 10 base seeds of 64 networks x 4 layers the measured factor sat 1.0015-1.0071 "
+        "of the prediction (sd 0.2%; 32 networks spread by ~0.3%).  So the check resolves ~3% and rejects the "
+        "leading order c/T, 4.9% away.  (At T = 64 the O(1/T^2) term was +1.4% and a 3% tolerance let a 5% "
+        "error pass on some seeds)"
     ),
-    mutants={**off_by(0.05), "leading order only, c/T": lambda p, s: theory.depth_mu_factor(s["T"], s["s2"])},
-    quick=dict(T=64, seeds=64, depth=4),
+    mutants={**off_by(0.04), "leading order only, c/T": lambda p, s: theory.depth_mu_factor(s["T"], s["s2"])},
+    quick=dict(T=128, seeds=32, depth=4),
     full=dict(T=256, seeds=64, depth=4),
+    base_seeds=(10, 1010, 2010),
 )
 def depth_mu_factor_next_order(*, T, seeds, depth, s2=LN2, seed=10, device=None) -> Comparison:
-    tr = propagate(_tokens(T, T, seeds, seed, device), depth, values="identity", s2=s2, seed=seed + 1)
+    tr = propagate(_rows(T, T, seeds, device), depth, values="identity", s2=s2, seed=seed + 1, stable_ranks=False)
     return Comparison(prediction=theory.depth_mu_factor(T, s2, next_order=True), measured=_mean_ratio(tr.mu.square()),
-                      tolerance=0.03, relative=True)
+                      tolerance=0.02, relative=True)
 
 
 @register(
@@ -72,10 +85,11 @@ def depth_mu_factor_next_order(*, T, seeds, depth, s2=LN2, seed=10, device=None)
     mutants={"centring removes a share 1/T of mu per layer": lambda p, s: 1 / s["T"]},  # the deviation it implies
     quick=dict(T=64, d=128, seeds=4, depth=6),
     full=dict(T=256, d=256, seeds=8, depth=12),
+    base_seeds=(20, 1020, 2020),
 )
 def centring_keeps_mu(*, T, d, seeds, depth, s2=LN2, seed=20, device=None) -> Comparison:
     X0 = _tokens(T, d, seeds, seed, device)
-    kw = dict(values="gaussian", value_var=1.0 / d, s2=s2, seed=seed + 1)
+    kw = dict(values="gaussian", value_var=1.0 / d, s2=s2, seed=seed + 1, stable_ranks=False)
     run = propagate(X0, depth, **kw)
     b = propagate(X0, depth, centred=True, **kw).mu
     return Comparison(prediction=0.0, measured=((run.mu - b).abs() / run.norm).max().item(), tolerance=1e-10)
@@ -94,9 +108,11 @@ def centring_keeps_mu(*, T, d, seeds, depth, s2=LN2, seed=20, device=None) -> Co
              "1/(1 + a) (not squared)": lambda p, s: (1 + s["skip"] ** 2 * theory.c(s["s2"]) / s["T"]) / (1 + s["skip"])},
     quick=dict(T=64, seeds=16, depth=6),
     full=dict(T=256, seeds=16, depth=8),
+    base_seeds=(30, 1030, 2030),
 )
 def skip_consensus_factor(*, T, seeds, depth, skip=1.0, s2=LN2, seed=30, device=None) -> Comparison:
-    tr = propagate(_tokens(T, T, seeds, seed, device), depth, values="identity", skip=skip, s2=s2, seed=seed + 1)
+    tr = propagate(_rows(T, T, seeds, device), depth, values="identity", skip=skip, s2=s2, seed=seed + 1,
+                   stable_ranks=False)
     mu2 = tr.mu.square()
     ratio = mu2 / (tr.norm.square() - mu2)
     return Comparison(prediction=theory.skip_consensus_factor(T, s2, skip), measured=_mean_ratio(ratio),
@@ -106,22 +122,25 @@ def skip_consensus_factor(*, T, seeds, depth, skip=1.0, s2=LN2, seed=30, device=
 @register(
     "norm-growth-A",
     claim="With attention A and fresh values N(0, sigma_V^2), ||X||^2 grows by sigma_V^2 d per layer once "
-          "the consensus part dominates (layers >= 2)",
+          "the consensus part dominates (layers >= 3 measured)",
     source="derived",
     tolerance_note=(
-        "relative 4%: near consensus ||X W||^2/||X||^2 is chi^2_d / d (sd sqrt(2/d) = 9% at d = 256), ~0.8% "
-        "averaged over 32 networks x 4 layers; the remaining centred part biases by -(mu/||X||)^2 ~ -1.5% at "
-        "layer 2 and much less after"
+        "relative 1.5%: near consensus ||X W||^2/||X||^2 is chi^2_d / d, sd sqrt(2/d) = 25% per layer at d = 32; "
+        "the mean over 1024 networks x 4 layers (3..6) spread by 0.27% (sd over 10 base seeds, range "
+        "0.996-1.005).  The centred part biases by -(mu/||X||)^2 ~ -(c/T)^3 = -0.02% from layer 3 at T = 16.  "
+        "Small d and T make the chi^2 samples cheap: at T = 64, d = 256 with 32 networks the mean spread by "
+        "0.75% and the check resolved only ~5.5%"
     ),
-    mutants={**off_by(0.05), "sigma_V^2 (the factor d dropped)": lambda p, s: s["value_var"],
+    mutants={**off_by(0.03), "sigma_V^2 (the factor d dropped)": lambda p, s: s["value_var"],
              "the centred growth sigma_V^2 d c/T": lambda p, s: p * theory.depth_mu_factor(s["T"], s["s2"])},
-    quick=dict(T=64, d=256, seeds=32, depth=6),
-    full=dict(T=128, d=1024, seeds=16, depth=8),
+    quick=dict(T=16, d=32, seeds=1024, depth=7, start=3),
+    full=dict(T=64, d=256, seeds=256, depth=8),
+    base_seeds=(40, 1040, 2040),
 )
-def norm_growth_a(*, T, d, seeds, depth, value_var=1.0, s2=LN2, seed=40, device=None) -> Comparison:
-    tr = propagate(_tokens(T, d, seeds, seed, device), depth, value_var=value_var, s2=s2, seed=seed + 1)
-    return Comparison(prediction=theory.norm_growth(d, value_var), measured=_mean_ratio(tr.norm.square(), start=2),
-                      tolerance=0.04, relative=True)
+def norm_growth_a(*, T, d, seeds, depth, start=2, value_var=1.0, s2=LN2, seed=40, device=None) -> Comparison:
+    tr = propagate(_rows(T, d, seeds, device), depth, value_var=value_var, s2=s2, seed=seed + 1, stable_ranks=False)
+    return Comparison(prediction=theory.norm_growth(d, value_var), measured=_mean_ratio(tr.norm.square(), start=start),
+                      tolerance=0.015, relative=True)
 
 
 @register(
@@ -129,18 +148,21 @@ def norm_growth_a(*, T, d, seeds, depth, value_var=1.0, s2=LN2, seed=40, device=
     claim="With centred attention A_perp and values N(0, sigma_V^2), ||X||^2 changes by sigma_V^2 d c/T per layer",
     source="derived",
     tolerance_note=(
-        "relative 3%: like depth-mu-law, the factor is E||A_perp||_F^2 (1 - 1/T)/(T - 1) ~ (c/T)(1 - 6/T) at "
-        "s2 = ln 2 (-1.2% at T = 512, the quick setting; -2.3% at T = 256 was too close to a 5% error); the "
-        "estimate over 4 networks x 3 layers spreads by ~0.4% (sd)"
+        "relative 2.5%: like depth-mu-law, the factor is E||A_perp||_F^2 (1 - 1/T)/(T - 1) ~ (c/T)(1 - 6/T) at "
+        "s2 = ln 2 (-1.2% at T = 512, the quick setting; -2.3% at T = 256 was too close to a 5% error); over 10 "
+        "base seeds of 4 networks x 3 layers the measured growth sat 0.985-0.993 of the prediction (sd 0.2%): the "
+        "check resolves ~4%"
     ),
-    mutants={**off_by(0.05), "the uncentred growth sigma_V^2 d": lambda p, s: theory.norm_growth(s["d"], s["value_var"])},
+    mutants={**off_exponent(-1), **off_by(0.05), "the uncentred growth sigma_V^2 d": lambda p, s: theory.norm_growth(s["d"], s["value_var"])},
     quick=dict(T=512, d=512, seeds=4, depth=3),
     full=dict(T=1024, d=1024, seeds=8, depth=4),
+    base_seeds=(50, 1050, 2050),
 )
 def norm_growth_a_perp(*, T, d, seeds, depth, value_var=1.0, s2=LN2, seed=50, device=None) -> Comparison:
-    tr = propagate(_tokens(T, d, seeds, seed, device), depth, centred=True, value_var=value_var, s2=s2, seed=seed + 1)
+    tr = propagate(_rows(T, d, seeds, device), depth, centred=True, value_var=value_var, s2=s2, seed=seed + 1,
+                   stable_ranks=False)
     return Comparison(prediction=theory.norm_growth(d, value_var, T=T, s2=s2, centred=True),
-                      measured=_mean_ratio(tr.norm.square()), tolerance=0.03, relative=True)
+                      measured=_mean_ratio(tr.norm.square()), tolerance=0.025, relative=True)
 
 
 @register(
@@ -152,6 +174,7 @@ def norm_growth_a_perp(*, T, d, seeds, depth, value_var=1.0, s2=LN2, seed=50, de
     mutants={"query/key gradients as large as the value gradient": lambda p, s: 1.0},
     quick=dict(T=32, d=32, seeds=4, depth=3),
     full=dict(T=256, d=256, seeds=8, depth=6),
+    base_seeds=(60, 1060, 2060),
 )
 def consensus_qk_gradient_zero(*, T, d, seeds, depth, s2=LN2, seed=60, device=None) -> Comparison:
     x = orthonormal_tokens(2, d, batch=seeds, seed=seed, device=device, dtype=torch.float64)[..., :1, :]  # (seeds, 1, d)

@@ -16,7 +16,7 @@ from ..depth import propagate
 from ..masks import centre_eccentricity, consensus_rate, diameter, make_mask
 from ..metrics import decay_rate
 from ..tokens import orthonormal_tokens
-from .registry import Comparison, off_by, register
+from .registry import Comparison, off_by, off_exponent, register
 
 GRAPH_FACT = "exact: a graph property, compared for equality"
 
@@ -25,7 +25,7 @@ def _run(kind, T, window, depth, *, seeds, seed, beta=0.0, s2=1.0, device=None):
     """mu over ``depth`` pure-attention layers with QK attention (beta = 0: uniform), (depth+1, seeds)."""
     X0 = orthonormal_tokens(T, T, batch=seeds, seed=seed, device=device, dtype=torch.float64)
     return propagate(X0, depth, attention="qk", s2=s2, beta=beta, mask=make_mask(kind, T, window=window),
-                     values="orthogonal", seed=seed + 1).mu
+                     values="orthogonal", seed=seed + 1, stable_ranks=False).mu
 
 
 @register(
@@ -57,9 +57,10 @@ def sliding_causal_eccentricity(*, T, window) -> Comparison:
         "absolute 1e-3: the transient of lambda_3 = 1/3 biases the fitted slope by O((2/3)^start) ~ 3e-4 "
         "at start=20 (the causal matrix is not normal, so this is not squared); worst of 20 seeds 1.5e-4. "
         "floor=1e-12 keeps the fit above the float floor, reached near layer 50"),
-    mutants={**off_by(0.01), "|lambda_3| = 1/3": lambda p, s: 1 / 3, "1 - 1/T (diffusive)": lambda p, s: 1 - 1 / s["T"]},
+    mutants={**off_by(0.003), "|lambda_3| = 1/3": lambda p, s: 1 / 3, "1 - 1/T (diffusive)": lambda p, s: 1 - 1 / s["T"]},
     quick=dict(T=32, depth=50, start=20, seeds=4),
     full=dict(T=256, depth=50, start=20, seeds=8),
+    base_seeds=(0, 1000, 2000),
 )
 def consensus_rate_causal(*, T, depth, start, seeds, seed=0, device=None) -> Comparison:
     mu = _run("causal", T, None, depth, seeds=seeds, seed=seed, device=device)
@@ -79,7 +80,7 @@ def consensus_rate_causal(*, T, depth, start, seeds, seed=0, device=None) -> Com
         "O(w/T) correction that the leading-order formula ignores (coefficient 0.5-1.3 for T = 16..128, "
         "w = 1..8); the measured gap is the exact eigenvalue of the row-normalised mask.  Quick mode runs T = 256 "
         "(tolerance 1.6%; at T = 64 the 6% tolerance could not resolve a 5% error)"),
-    mutants={**off_by(0.05), "w^2 for w (w + 1)": lambda p, s: p * s["window"] / (s["window"] + 1),
+    mutants={**off_exponent(-2), **off_by(0.05), "w^2 for w (w + 1)": lambda p, s: p * s["window"] / (s["window"] + 1),
              "1/T, not 1/T^2 (ballistic)": lambda p, s: p * s["T"] / s["window"]},
     quick=dict(T=256, window=2),
     full=dict(T=512, window=8),
@@ -101,10 +102,11 @@ def sliding_rate_diffusive(*, T, window) -> Comparison:
         "beta=8 fitted from layer 40 most networks are within ~2e-4, but about 1 in 20 is still far from uniform "
         "attention at layer 40 and fits up to 1.2e-3 off (the worst network, used before, failed for some base "
         "seeds); the median of 4 is within 2e-4 over 5 base seeds"),
-    mutants={"the rate of a window one wider": lambda p, s: consensus_rate(make_mask("sliding", s["T"], window=s["window"] + 1)),
+    mutants={**off_by(0.0009), "the rate of a window one wider": lambda p, s: consensus_rate(make_mask("sliding", s["T"], window=s["window"] + 1)),
              "the gap 1 - lambda_2 10% off": lambda p, s: 1 - 1.1 * (1 - p)},
     quick=dict(T=32, window=4, beta=8.0, depth=90, start=40, seeds=4),
     full=dict(T=32, window=4, beta=8.0, depth=200, start=80, seeds=16),
+    base_seeds=(0, 1000, 2000),
 )
 def qk_late_rate(*, T, window, beta, depth, start, seeds, s2=1.0, seed=0, device=None) -> Comparison:
     mu = _run("sliding", T, window, depth, seeds=seeds, seed=seed, beta=beta, s2=s2, device=device)
@@ -130,6 +132,7 @@ def _layers_to(mu, level):
              "wider windows are slower": lambda p, s: (False, False, p[2])},
     quick=dict(T=16, windows=(2, 4, 8), depth=120, seeds=2),
     full=dict(T=32, windows=(2, 4, 8, 16), depth=400, seeds=4),
+    base_seeds=(0, 1000, 2000),
 )
 def local_masks_slower(*, T, windows, depth, seeds, beta=1.0, seed=0, device=None) -> Comparison:
     level = 1e-2
@@ -148,21 +151,27 @@ def local_masks_slower(*, T, windows, depth, seeds, beta=1.0, seed=0, device=Non
 @register(
     "sharp-attention-slower-start",
     claim=("we measured: sharper query-key attention (d_QK = 1/64, i.e. beta = 8) leaves more of mu after 3 "
-           "layers than soft attention (d_QK = 64, beta = 1/8), on every standard mask"),
+           "layers than soft attention (d_QK = 64, beta = 1/8) in the typical (median) network, on every standard mask"),
     source="derived",
-    tolerance_note=("exact: an ordering of seed-averaged log mu_3/mu_0 per mask, compared for equality. Only "
+    tolerance_note=("exact: an ordering of the median over networks of log mu_3/mu_0 per mask, compared for "
+                    "equality.  The median, not the mean: under the causal mask about 1 network in 50 at beta = 8 "
+                    "collapses abruptly within 3 layers (log mu_3/mu_0 = -8.6 against -0.5 typically), which "
+                    "flipped the 4-network mean at base seed 1000.  Paired by network (same weights and tokens at "
+                    "both temperatures), the log-ratio difference was positive in 1280 of 1280 networks for the "
+                    "complete, sliding and sliding-causal masks and in 97.9% for the causal one (T = 16).  Only "
                     "the first layers: later, sharp attention can collapse abruptly and overtake (causal mask, "
                     "T=16: the order already flips for some seed sets at layer 5)"),
     mutants={"soft attention leaves more of mu": lambda p, s: (False,) * len(p)},
-    quick=dict(T=16, window=2, seeds=4),
+    quick=dict(T=16, window=2, seeds=8),
     full=dict(T=64, window=4, seeds=16),
+    base_seeds=(0, 1000, 2000),
 )
 def sharp_attention_slower_start(*, T, window, seeds, layers=3, s2=1.0, seed=0, device=None) -> Comparison:
     kinds = ("complete", "causal", "sliding", "sliding-causal")
 
     def left(kind, beta):
         mu = _run(kind, T, window, layers, seeds=seeds, seed=seed, beta=beta, s2=s2, device=device)
-        return (mu[-1] / mu[0]).log().mean().item()
+        return (mu[-1] / mu[0]).log().median().item()
 
     measured = tuple(left(k, 8.0) > left(k, 1 / 8) for k in kinds)
     return Comparison(prediction=(True,) * len(kinds), measured=measured)

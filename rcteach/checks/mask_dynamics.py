@@ -31,11 +31,12 @@ def _late_rate(relative_mu, start, stop) -> float:
     tolerance_note=("exact up to round-off: uniform attention within blocks is a projection, so after the first "
                     "period the centred part shrinks by exactly sigma_2^2 per period; absolute 1e-9 on each "
                     "factor (simulation and the eigenvalue of the period's product)"),
-    mutants={"either mask alone (no mixing: 1)": lambda p, s: torch.ones_like(p),
+    mutants={**off_by(3e-9), "either mask alone (no mixing: 1)": lambda p, s: torch.ones_like(p),
              "1/2 per layer, not per period": lambda p, s: p ** 2,
              "sigma_2 (not squared)": lambda p, s: p.sqrt()},
     quick=dict(sizes_a=(16, 16), sizes_b=(8, 16, 8), periods=5),
     full=dict(sizes_a=(32, 32), sizes_b=(16, 24, 24), periods=8),
+    base_seeds=(100, 200, 300),
 )
 def time_varying_mask_rate(*, sizes_a, sizes_b, periods, seed=100, device=None) -> Comparison:
     masks = [block_mask(sizes_a), block_mask(sizes_b)]
@@ -66,6 +67,7 @@ SKIP_ROWS = (("causal", 1.0, (60, 100)), ("causal", 0.5, (110, 150)), ("complete
              "(1 + a lambda)/(1 + a) squared": lambda p, s: p ** 2},
     quick=dict(T=32, d=64, seeds=2),
     full=dict(T=64, d=64, seeds=4),
+    base_seeds=(110, 210, 310),
 )
 def skip_mask_rate(*, T, d, seeds, seed=110, device=None) -> Comparison:
     X0 = orthonormal_tokens(T, d, batch=seeds, seed=seed, device=device, dtype=torch.float64)
@@ -92,6 +94,7 @@ def skip_mask_rate(*, T, d, seeds, seed=110, device=None) -> Comparison:
              "relative mu falls exponentially (x1/2 per layer)": lambda p, s: p + torch.tensor([0.0, 1.0])},
     quick=dict(T=32, d=64, seeds=4, depth=64),
     full=dict(T=64, d=128, seeds=8, depth=256),
+    base_seeds=(120, 220, 320),
 )
 def preln_keeps_centred_part(*, T, d, seeds, depth, seed=120, device=None) -> Comparison:
     X0 = orthonormal_tokens(T, d, batch=seeds, seed=seed, device=device, dtype=torch.float64)
@@ -138,6 +141,7 @@ def sink_centre(*, T, window) -> Comparison:
              "the identity off by 1/T (i != j only)": lambda p, s: p + torch.tensor([0.0, 1.0 / s["T"]])},
     quick=dict(T=64, d=64, seeds=16, depth=6),
     full=dict(T=128, d=128, seeds=32, depth=8),
+    base_seeds=(130, 230, 330),
 )
 def mu_without_alignment(*, T, d, seeds, depth, s2=LN2, seed=130, device=None) -> Comparison:
     X0 = orthonormal_tokens(T, d, batch=seeds, seed=seed, device=device, dtype=torch.float64)

@@ -7,13 +7,14 @@ random embeddings, so the vocabulary size does not matter) and few layers.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
 
 from .. import theory
 from ..metrics import spectrum_distance
-from .registry import Comparison, register
+from .registry import Comparison, off_by, register
 
 
 def _small(model):
@@ -37,6 +38,7 @@ def _models():
     mutants={"outlier 1 - 1/T": lambda p, s: 1 / s["T"]},  # the deviation it implies
     quick=dict(model="tinybert", T=64, batch=2),
     full=dict(model="bert-base", T=256, batch=2),
+    base_seeds=(0, 1000, 2000),
 )
 def bert_layer1_outlier_one(*, model, T, batch, seed=0, device=None) -> Comparison:
     models = _models()
@@ -60,10 +62,12 @@ def bert_layer1_outlier_one(*, model, T, batch, seed=0, device=None) -> Comparis
         "disc statistic of bulk-radius does not apply: with head width 26 < T the bulk is far from a uniform disc "
         "(sqrt(2 mean |lambda|^2) is 58% below the edge)"
     ),
-    mutants={"s2 doubled": lambda p, s: _radius_at(p, s["T"], 2.0),
+    mutants={**off_by(0.35), "s2 doubled": lambda p, s: _radius_at(p, s["T"], 2.0),
              "the shared fraction ignored ((1 - 1/3)^2 dropped)": lambda p, s: _radius_at(p, s["T"], 9 / 4)},
     quick=dict(model="tinybert", T=128, batch=4),
     full=dict(model="bert-base", T=256, batch=4),
+    base_seeds=(0, 1000, 2000),
+    coarse=('the largest bulk modulus with head width 26 < T: an edge excess of ~5.5% with a seed spread of 3.8%, and leading-order (1 + gamma) and 1/3 factors'),
 )
 def bert_layer1_bulk_radius(*, model, T, batch, seed=0, device=None) -> Comparison:
     models = _models()
@@ -90,6 +94,7 @@ def _radius_at(radius, T, factor):
     mutants={"centring keeps the outlier 1": lambda p, s: 1.0},
     quick=dict(model="tinybert", T=64),
     full=dict(model="bert-base", T=256),
+    base_seeds=(0, 1000, 2000),
 )
 def centred_model_no_outlier(*, model, T, seed=0, device=None) -> Comparison:
     models = _models()
@@ -112,6 +117,7 @@ def centred_model_no_outlier(*, model, T, seed=0, device=None) -> Comparison:
     mutants={"the eigenvalues are the row sums, all 1 (off by 1 - A_kk)": lambda p, s: 1 - 1 / s["T"]},
     quick=dict(T=32),
     full=dict(T=256),
+    base_seeds=(0, 1000, 2000),
 )
 def gpt2_eigenvalues_diagonal(*, T, seed=0, device=None) -> Comparison:
     models = _models()
@@ -128,8 +134,15 @@ def _gram_excess(model, T, batch, seeds, seed, layer):
 
     One 1-layer model per seed seed, ..., seed + seeds - 1, each with its own shared fraction rho (from its
     tables) and ``batch`` random distinct-token inputs (measured: the mean over them).  Returns two
-    (seeds,) tensors.
+    (seeds,) tensors.  model-gram-embeddings and tinybert-gram-layer1 share the models (:func:`_gram_runs`).
     """
+    pred, measured = _gram_runs(model, T, batch, seeds, seed)
+    return pred, measured[:, layer]
+
+
+@functools.lru_cache(maxsize=4)
+def _gram_runs(model, T, batch, seeds, seed):
+    """(prediction (seeds,), measured excess (seeds, layers + 1)) of :func:`_gram_excess`, cached."""
     models = _models()
     pred, measured = [], []
     for k in range(seeds):
@@ -137,8 +150,9 @@ def _gram_excess(model, T, batch, seeds, seed, layer):
         rho = models.shared_fraction(net, T)
         pred.append(theory.embedding_gram_stable_rank_excess(T, net.config.hidden_size, rho))
         x = models.random_embeddings(model, T, batch=batch, seed=seed + k + 1)
-        measured.append(models.measure(net, inputs_embeds=x, spectra=None).stable_rank_gram[layer].mean().item() - 1)
-    return torch.tensor(pred, dtype=torch.float64), torch.tensor(measured, dtype=torch.float64)
+        sr = models.measure(net, inputs_embeds=x, spectra=None).stable_rank_gram  # (layers + 1, batch)
+        measured.append(sr.mean(-1) - 1)
+    return torch.tensor(pred, dtype=torch.float64), torch.stack(measured).to(torch.float64)
 
 
 def _growth(s):
@@ -171,9 +185,13 @@ _GRAM_MUTANTS = {
         "terms move s_1^2 by ~(1 - rho)/(rho d), 0.6% for d = 312.  rho itself varies over seeds from 0.28 to 0.37 "
         "(|t_c|^2 is one chi-square draw), which is what the 'rho = 1/3' mutant misses"
     ),
-    mutants=_GRAM_MUTANTS,
+    mutants={**_GRAM_MUTANTS, **off_by(0.1)},
     quick=dict(model="tinybert", T=128, batch=4, seeds=4),
     full=dict(model="roberta-base", T=512),
+    base_seeds=(0, 1000, 2000),
+    coarse=("per model: measured/predicted spreads by 2.6% (sd over model seeds, not over inputs: 16 random inputs "
+            "per model leave it unchanged), so a per-model comparison resolves ~8%; the closed form uses the model's "
+            "shared fraction rho, not its other table statistics"),
 )
 def model_gram_embeddings(*, model, T, batch, seeds, seed=0, device=None) -> Comparison:
     pred, measured = _gram_excess(model, T, batch, seeds, seed, layer=0)
@@ -193,9 +211,13 @@ def model_gram_embeddings(*, model, T, batch, seeds, seed=0, device=None) -> Com
         "is not claimed: it loses 4-21% of the excess (roberta-base, 8 seeds: 0.79-0.91 at T = 128, 0.83-0.96 at "
         "T = 512)"
     ),
-    mutants=_GRAM_MUTANTS,
+    mutants={**{k: v for k, v in _GRAM_MUTANTS.items() if k != "rho = 1/3 nominal"}, **off_by(0.2)},
     quick=dict(model="tinybert", T=128, batch=4, seeds=4),
     full=dict(T=512, seeds=8),
+    base_seeds=(0, 1000, 2000),
+    coarse=("per model: measured/predicted spreads by 5% (sd over model seeds; the attention and value weights add "
+            "scatter to the embeddings' 2.6%) with a ~3% loss in layer 1, so a per-model comparison resolves ~15% and "
+            "cannot reject rho = 1/3 nominal on every seed"),
 )
 def tinybert_gram_layer1(*, model, T, batch, seeds, seed=0, device=None) -> Comparison:
     pred, measured = _gram_excess(model, T, batch, seeds, seed, layer=1)
@@ -219,8 +241,11 @@ def tinybert_gram_layer1(*, model, T, batch, seeds, seed=0, device=None) -> Comp
     ),
     mutants={"the fix falls like the uncentred network (x0.8 a layer)": lambda p, s: p * torch.tensor([0.8, 0.8 ** s["layers"]]),
              "15% high": lambda p, s: p * 1.15, "15% low": lambda p, s: p * 0.85},
+    coarse=("the MLPs and value/output projections, not modelled, move the bulk: measured/predicted 0.96-0.99 at "
+            "layer 1 and 0.78-1.05 at the last layer, so the check resolves 11% (worst of base seeds 0, 100, 200)"),
     quick=dict(T=64, layers=4, batch=2),
     full=dict(T=128, layers=12, batch=2),
+    base_seeds=(0, 100, 200),
 )
 def roberta_fix_keeps_gram(*, T, layers, batch, seed=0, device=None) -> Comparison:
     models = _models()

@@ -3,20 +3,38 @@
 A check compares an independent closed-form prediction (from :mod:`rcteach.theory` or an exact
 identity) with a simulation.  Each is a plain function of keyword settings that returns a
 :class:`Comparison`; :func:`register` records its claim, source, the settings of the quick and
-full modes, why its tolerance is what it is, and its *mutants*: named wrong predictions
-``fn(prediction, setting) -> wrong_prediction`` that a sound check must reject (a constant off by
-the smallest error the check claims to resolve, a dropped factor, a wrong exponent...).  A mutant
-is *killed* when the check's comparison, with the wrong prediction and the same measurement,
-fails.  :func:`run_check` runs one check and returns a :class:`CheckResult`; :func:`check` is the
-one call for chapters (runs, displays, raises :class:`CheckFailed`).  A check that needs an
-optional extra (``extra="models"``: transformers) is SKIPPED where the extra is not installed, with
-the reason and the install line: a verdict of its own, next to PASS and FAIL, that fails no run.
+full modes, why its tolerance is what it is, its *base seeds* and its *mutants*.
+
+The rules a check follows (``python -m rcteach check --mutants`` enforces them, in CI):
+
+* **Every seed.**  A check that simulates takes a ``seed`` setting and registers at least
+  :data:`MIN_SEEDS` distinct ``base_seeds``; every run (quick or full, chapter or CLI) runs the
+  simulation once per base seed.  It passes when every seed passes, and its ``resolves`` is the
+  worst over the seeds (:attr:`CheckResult.resolves`).
+* **Resolution.**  ``resolves`` (:attr:`Comparison.resolves`) is the smallest relative error of
+  the prediction that the check rejects on every seed; it must be at most :data:`RESOLVES`
+  (5%), unless the registration says which term the check cannot resolve and why (``coarse``).
+* **Mutants** are named wrong predictions ``fn(prediction, setting) -> wrong_prediction``.  A
+  mutant is *killed* when the comparison with the wrong prediction, the same measurement and the
+  same tolerance fails on every seed.  Each check declares, for each side on which it can fail, a
+  mutant within :data:`NEAR` x ``resolves`` of the prediction (too high and too low: ``off_by``),
+  and a shape mutant for every exponent, order or next-order term its claim states.
+* **Generated mutants.**  Besides the declared ones, every check with a relative resolution is
+  run against the prediction off by :data:`GENERATED` x ``resolves`` either way, and (unless it is
+  ``coarse``) off by :data:`RESOLVES` either way.
+
+:func:`run_check` runs one check and returns a :class:`CheckResult`; :func:`check` is the one
+call for chapters (runs, displays, raises :class:`CheckFailed`).  A check that needs an optional
+extra (``extra="models"``: transformers) is SKIPPED where the extra is not installed, with the reason
+and the install line: a verdict of its own, next to PASS and FAIL, that fails no run (and has no seeds,
+resolves or mutants).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import functools
 import html
 import inspect
 import math
@@ -28,11 +46,17 @@ import torch
 
 from .. import _extras, _validate
 
-__all__ = ["Comparison", "Check", "CheckResult", "CheckFailed", "check", "off_by", "register", "all_checks", "run_check", "run_checks",
-           "results_table", "results_html", "mutants_table", "MODES", "SOURCES"]
+__all__ = ["Comparison", "Check", "CheckResult", "CheckFailed", "check", "off_by", "off_exponent", "register", "all_checks",
+           "run_check", "run_checks",
+           "results_table", "results_html", "mutants_table", "MODES", "SOURCES", "MIN_SEEDS", "RESOLVES", "NEAR",
+           "GENERATED"]
 
 MODES = ("quick", "full")
 SOURCES = ("paper", "derived", "reconstruction", "exact")
+MIN_SEEDS = 3  # base seeds a simulating check runs on
+RESOLVES = 0.05  # the relative error every check rejects, unless it says why it cannot (``coarse``)
+NEAR = 2.0  # a declared mutant within NEAR x resolves on each side of the prediction
+GENERATED = 1.5  # the generated mutants: the prediction off by GENERATED x resolves either way
 
 
 @dataclass(frozen=True)
@@ -124,6 +148,8 @@ class Check:
     quick: dict = field(default_factory=dict)
     full: dict = field(default_factory=dict)
     mutants: dict = field(default_factory=dict)  # label -> fn(prediction, setting) -> wrong prediction
+    base_seeds: tuple[int, ...] = ()  # the values of the ``seed`` setting every run runs on; () without one
+    coarse: str = ""  # which term the check cannot resolve to RESOLVES, and why ("" when it does)
     extra: str | None = None  # the optional extra it needs (rcteach._extras.EXTRAS), e.g. "models"
 
     def settings(self, mode: str = "quick", **overrides) -> dict:
@@ -139,20 +165,25 @@ class Check:
 
 @dataclass(frozen=True)
 class CheckResult:
-    """The outcome of one check: claim, setting, prediction, measured value, tolerance, verdict.
+    """The outcome of one check, run once per base seed: claim, setting, one comparison per seed, verdict.
 
-    ``skipped``: why the check did not run (its optional extra is missing); then ``comparison`` is None.
+    ``setting`` holds the settings shared by the seeds (without ``seed``); ``seeds`` the base seeds
+    run (empty for a check without a ``seed`` setting) and ``comparisons`` their comparisons, in order.
+    ``skipped``: why the check did not run (its optional extra is missing); then ``comparisons`` is empty
+    and ``comparison`` None.
     """
 
     check: Check
     setting: dict
-    comparison: Comparison | None
+    seeds: tuple
+    comparisons: tuple
     seconds: float
     skipped: str | None = None
 
     @property
     def passed(self) -> bool:
-        return self.skipped is None and self.comparison.passed
+        """Every seed passes (a SKIPPED check does not pass, and fails nothing: see :attr:`verdict`)."""
+        return self.skipped is None and all(c.passed for c in self.comparisons)
 
     @property
     def verdict(self) -> str:
@@ -160,16 +191,81 @@ class CheckResult:
         return "SKIPPED" if self.skipped is not None else "PASS" if self.passed else "FAIL"
 
     @property
+    def resolves(self) -> float | None:
+        """The worst (largest) :attr:`Comparison.resolves` over the seeds: the smallest relative error
+        of the prediction rejected on every seed (``None`` when it has no meaning, see there)."""
+        values = [c.resolves for c in self.comparisons]
+        return None if not values or any(v is None for v in values) else max(values)
+
+    @property
+    def _worst(self) -> int:
+        """Index of the seed shown: the first that fails, else the one with the largest resolves."""
+        failing = [i for i, c in enumerate(self.comparisons) if not c.passed]
+        if failing or self.resolves is None:
+            return failing[0] if failing else 0
+        return max(range(len(self.comparisons)), key=lambda i: self.comparisons[i].resolves)
+
+    @property
+    def comparison(self) -> Comparison | None:
+        """The comparison of the worst seed (the first failing one, else the one that resolves least);
+        ``None`` for a SKIPPED check."""
+        return self.comparisons[self._worst] if self.comparisons else None
+
+    @property
+    def seed(self):
+        """The base seed of :attr:`comparison` (``None`` for a check without seeds)."""
+        return self.seeds[self._worst] if self.seeds and self.comparisons else None
+
+    def _seed_setting(self, i: int) -> dict:
+        return {**self.setting, "seed": self.seeds[i]} if self.seeds else self.setting
+
+    def _verdict(self, label: str, wrong: Callable, generated: bool) -> dict:
+        """A mutant's entry: killed when its comparison fails on every seed; the seeds where it survived;
+        its relative offset from the prediction (``None`` unless it scales the prediction uniformly)."""
+        survived = []
+        for i, c in enumerate(self.comparisons):
+            if dataclasses.replace(c, prediction=wrong(c.prediction, self._seed_setting(i))).passed:
+                survived.append(self.seeds[i] if self.seeds else None)
+        c = self.comparison
+        return {"name": label, "killed": not survived, "generated": generated,
+                "offset": _offset(c.prediction, wrong(c.prediction, self._seed_setting(self._worst))),
+                "survived_on": survived}
+
+    @functools.cached_property
     def mutants(self) -> list[dict]:
-        """Each mutant of the check, ``{"name": label, "killed": bool}``: killed when the comparison
-        with the mutant's wrong prediction (same measurement, same tolerance) fails."""
+        """Each declared mutant, then the generated ones: ``{"name", "killed", "generated", "offset",
+        "survived_on"}``.  Generated (for a finite relative resolution e): the prediction GENERATED x e
+        too high and too low, and, unless the check is ``coarse``, RESOLVES too high and too low."""
         if self.skipped is not None:
             return []
-        out = []
-        for label, wrong in self.check.mutants.items():
-            mutated = dataclasses.replace(self.comparison, prediction=wrong(self.comparison.prediction, self.setting))
-            out.append({"name": label, "killed": not mutated.passed})
+        out = [self._verdict(label, wrong, False) for label, wrong in self.check.mutants.items()]
+        e = self.resolves
+        if e is None or not math.isfinite(e) or e == 0:
+            return out
+        fractions = [(GENERATED * e, f"{GENERATED:g} x resolves")]
+        if not self.check.coarse:
+            fractions.append((RESOLVES, "the resolution every check claims"))
+        for fraction, why in fractions:
+            for label, wrong in off_by(fraction).items():
+                out.append(self._verdict(f"{label} (generated: {why})", wrong, True))
         return out
+
+    @property
+    def rules(self) -> list[str]:
+        """The registration rules this result breaks: a side of the prediction without a declared mutant
+        within NEAR x resolves (checked when the resolution is finite and relative)."""
+        e = self.resolves
+        if e is None or not math.isfinite(e) or e == 0:
+            return []
+        offsets = [m["offset"] for m in self.mutants if not m["generated"] and m["offset"] is not None]
+        broken = []
+        for side, sign in (("above", 1), ("below", -1)):
+            near = [o for o in offsets if 0 < sign * o <= NEAR * e * (1 + 1e-9)]
+            if not near:
+                nearest = min((o for o in offsets if sign * o > 0), key=abs, default=None)
+                broken.append(f"no declared mutant within {NEAR:g} x resolves ({NEAR * e:.2%}) {side} the prediction"
+                              + ("" if nearest is None else f" (nearest {nearest:+.2%})"))
+        return broken
 
     def as_dict(self) -> dict:
         c = self.comparison or Comparison(None, None, None)
@@ -178,15 +274,22 @@ class CheckResult:
             "claim": self.check.claim,
             "source": self.check.source,
             "setting": {k: _plain(v) for k, v in self.setting.items()},
+            "seeds": list(self.seeds),
+            "seed": self.seed,
             "prediction": _plain(c.prediction),
             "measured": _plain(c.measured),
             "tolerance": _plain(c.tolerance),
             "relative": c.relative,
             "tolerance_note": self.check.tolerance_note,
+            "coarse": self.check.coarse,
             "passed": self.passed,
             "seconds": round(self.seconds, 3),
-            "resolves": None if self.skipped is not None else c.resolves,
+            "resolves": self.resolves,
+            "per_seed": [{"seed": s, "prediction": _plain(k.prediction), "measured": _plain(k.measured),
+                          "tolerance": _plain(k.tolerance), "passed": k.passed, "resolves": k.resolves}
+                         for s, k in zip(self.seeds or (None,), self.comparisons)],
             "mutants": self.mutants,
+            "rules": self.rules,
             **({"skipped": self.skipped} if self.skipped is not None else {}),
         }
 
@@ -201,16 +304,33 @@ class CheckResult:
                 f"tolerance {_fmt_tol(self.comparison)} -> {'PASS' if self.passed else 'FAIL'})")
 
 
+def _offset(prediction, wrong) -> float | None:
+    """The relative offset x - 1 when ``wrong`` = x ``prediction`` for one factor x > 0, else ``None``."""
+    if any(isinstance(v, (bool, str, tuple, list)) for v in (prediction, wrong)):
+        return None
+    p, w = (torch.as_tensor(v.detach().cpu() if isinstance(v, torch.Tensor) else v, dtype=torch.float64)
+            for v in (prediction, wrong))
+    p, w = torch.broadcast_tensors(p, w)
+    if not (bool(torch.isfinite(p).all() & torch.isfinite(w).all()) and bool((p != 0).all())):
+        return None
+    ratio = w / p
+    lo, hi = ratio.min().item(), ratio.max().item()
+    return lo - 1.0 if lo > 0 and hi - lo <= 1e-9 * hi else None
+
+
 _REGISTRY: dict[str, Check] = {}
 
 
 def register(name: str, *, claim: str, source: str, tolerance_note: str, mutants: dict, quick: dict | None = None,
-             full: dict | None = None, extra: str | None = None):
+             full: dict | None = None, base_seeds: tuple = (), coarse: str = "", extra: str | None = None):
     """Decorator: register ``func`` as the check ``name`` (names are unique).
 
     ``source``: "paper" only for what a paper states; "derived" for our derivations,
     "reconstruction" for our inference of a setting a paper does not state, "exact" for identities.
     ``mutants`` (at least one): label -> ``fn(prediction, setting) -> wrong_prediction``.
+    ``base_seeds``: for a function with a ``seed`` setting, at least MIN_SEEDS distinct integers, the
+    seeds every run uses (choose them far apart when the check draws from ``seed + k``); none otherwise.
+    ``coarse``: for a check whose resolution is worse than RESOLVES, which term it cannot resolve and why.
     ``extra``: the optional extra the check needs (``"models"``); without it the check is SKIPPED.
     """
     source = _validate.choice("source", source, SOURCES)
@@ -221,12 +341,23 @@ def register(name: str, *, claim: str, source: str, tolerance_note: str, mutants
     bad = [k for k, f in mutants.items() if not (isinstance(k, str) and callable(f))]
     if bad:
         raise TypeError(f"mutants: labels must be str and values callable fn(prediction, setting); bad: {bad}")
+    if not isinstance(coarse, str):
+        raise TypeError(f"coarse: expected a str (why the check cannot resolve {RESOLVES:.0%}), got {type(coarse).__name__}")
+    seeds = tuple(base_seeds)
+    if not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
+        raise TypeError(f"base_seeds: check {name!r}: expected integers, got {seeds!r}")
 
     def decorate(func: Callable[..., Comparison]) -> Callable[..., Comparison]:
         if name in _REGISTRY:
             raise ValueError(f"a check named {name!r} is already registered")
-        _REGISTRY[name] = Check(name, claim, source, tolerance_note, func, dict(quick or {}), dict(full or {}), dict(mutants),
-                                extra)
+        takes_seed = "seed" in inspect.signature(func).parameters
+        if takes_seed and len(set(seeds)) < MIN_SEEDS:
+            raise ValueError(f"base_seeds: check {name!r} takes a seed and must run on at least {MIN_SEEDS} distinct "
+                             f"base seeds, got {seeds!r}")
+        if not takes_seed and seeds:
+            raise ValueError(f"base_seeds: check {name!r} has no seed setting, so it takes no base seeds (got {seeds!r})")
+        _REGISTRY[name] = Check(name, claim, source, tolerance_note, func, dict(quick or {}), dict(full or {}),
+                                dict(mutants), seeds, coarse, extra)
         return func
 
     return decorate
@@ -234,9 +365,17 @@ def register(name: str, *, claim: str, source: str, tolerance_note: str, mutants
 
 def off_by(fraction: float) -> dict:
     """Two mutants: the prediction ``fraction`` too high and ``fraction`` too low (a constant off by
-    the smallest relative error the check claims to resolve)."""
+    between 1 and NEAR times the smallest relative error the check resolves)."""
     label = f"{100 * fraction:.3g}%"
     return {f"{label} high": lambda p, s: p * (1 + fraction), f"{label} low": lambda p, s: p * (1 - fraction)}
+
+
+def off_exponent(power: float, variable: str = "T", fraction: float = 0.05) -> dict:
+    """Two shape mutants for a prediction that scales like ``variable`` ** ``power`` (a setting, T by default):
+    the exponent ``fraction`` too large and too small in magnitude, p * variable ** (+-fraction * power)."""
+    label = f"{variable}^{power:g}: exponent {100 * fraction:.3g}%"
+    return {f"{label} high": lambda p, s: p * s[variable] ** (fraction * power),
+            f"{label} low": lambda p, s: p * s[variable] ** (-fraction * power)}
 
 
 def all_checks() -> dict[str, Check]:
@@ -245,7 +384,8 @@ def all_checks() -> dict[str, Check]:
 
 
 def run_check(name: str, mode: str = "quick", *, device=None, **overrides) -> CheckResult:
-    """Run the check ``name`` in ``mode`` ("quick" or "full"), with settings overridden by keyword.
+    """Run the check ``name`` in ``mode`` ("quick" or "full") on each of its base seeds, with settings
+    overridden by keyword (``seed=s`` runs that one seed instead).
 
     ``device`` is passed to checks that simulate (those with a ``device`` setting).  A check whose
     optional extra is not installed is not run: its result is SKIPPED, ``skipped`` says why.
@@ -265,12 +405,14 @@ def run_check(name: str, mode: str = "quick", *, device=None, **overrides) -> Ch
     if device is not None and "device" in inspect.signature(check.func).parameters:
         overrides["device"] = device
     setting = check.settings(mode, **overrides)
+    seeds = (setting.pop("seed"),) if "seed" in overrides else check.base_seeds
+    setting.pop("seed", None)
     if check.extra is not None and (reason := _extras.missing(check.extra)) is not None:
-        return CheckResult(check, setting, None, 0.0, skipped=reason)
+        return CheckResult(check, setting, (), (), 0.0, skipped=reason)
     start = time.perf_counter()
     with torch.no_grad():
-        comparison = check.func(**setting)
-    return CheckResult(check, setting, comparison, time.perf_counter() - start)
+        comparisons = tuple(check.func(**setting, **({"seed": s} if seeds else {})) for s in seeds or (None,))
+    return CheckResult(check, setting, tuple(seeds), comparisons, time.perf_counter() - start)
 
 
 def _device(device) -> torch.device | None:
@@ -305,8 +447,9 @@ class CheckFailed(AssertionError):
 
     def __init__(self, results: list[CheckResult]):
         self.results = list(results)
-        lines = [f"{r.check.name}: predicted {_fmt(_plain(r.comparison.prediction))}, measured "
-                 f"{_fmt(_plain(r.comparison.measured))}, tolerance {_fmt_tol(r.comparison)}" for r in self.results]
+        lines = [f"{r.check.name}{'' if r.seed is None else f' (seed {r.seed})'}: predicted "
+                 f"{_fmt(_plain(r.comparison.prediction))}, measured {_fmt(_plain(r.comparison.measured))}, "
+                 f"tolerance {_fmt_tol(r.comparison)}" for r in self.results]
         super().__init__(f"{len(lines)} check(s) failed:\n" + "\n".join(lines))
 
 
@@ -385,10 +528,10 @@ def _fmt_tol(c: Comparison) -> str:
     return (f"{tol:.3g}" if isinstance(tol, float) else _fmt(tol)) + (" (rel)" if c.relative else " (abs)")
 
 
-def _fmt_resolves(c: Comparison) -> str:
-    if c.exact:
+def _fmt_resolves(r: CheckResult) -> str:
+    if r.comparison.exact:
         return "exact"
-    e = c.resolves
+    e = r.resolves
     if e is None:
         return "-"  # a zero prediction: the deviation is compared with an absolute tolerance
     return f"{e:.1%}" if e < 10 else ">1000%"
@@ -397,13 +540,19 @@ def _fmt_resolves(c: Comparison) -> str:
 COLUMNS = ("check", "source", "setting", "predicted", "measured", "tolerance", "resolves", "result")
 
 
+def _fmt_seeds(seeds) -> str:
+    return "/".join(str(s) for s in seeds)
+
+
 def _row(r: CheckResult) -> tuple[str, ...]:
-    d = r.as_dict()
-    setting = ", ".join(f"{k}={_fmt(v)}" for k, v in d["setting"].items() if k != "device")
+    """The table row: the shared setting and base seeds, and the worst seed's prediction and measurement."""
+    c = r.comparison
+    setting = [f"{k}={_fmt(_plain(v))}" for k, v in r.setting.items() if k != "device"]
+    setting += [f"seed={_fmt_seeds(r.seeds)}"] if r.seeds else []
     if r.skipped is not None:
-        return (d["name"], d["source"], setting, "-", "-", "-", "-", r.verdict)
-    return (d["name"], d["source"], setting, _fmt(d["prediction"]), _fmt(d["measured"]),
-            _fmt_tol(r.comparison), _fmt_resolves(r.comparison), r.verdict)
+        return (r.check.name, r.check.source, ", ".join(setting), "-", "-", "-", "-", r.verdict)
+    return (r.check.name, r.check.source, ", ".join(setting), _fmt(_plain(c.prediction)), _fmt(_plain(c.measured)),
+            _fmt_tol(c), _fmt_resolves(r), r.verdict)
 
 
 def _count(results: list[CheckResult]) -> str:
@@ -417,7 +566,7 @@ def _count(results: list[CheckResult]) -> str:
 
 
 def results_table(results: list[CheckResult]) -> str:
-    """A plain-text table of results, one row per check, and a closing count."""
+    """A plain-text table of results, one row per check (the worst seed's numbers), and a closing count."""
     rows = [COLUMNS] + [_row(r) for r in results]
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
@@ -426,28 +575,40 @@ def results_table(results: list[CheckResult]) -> str:
     return "\n".join(lines)
 
 
+def _fmt_mutant(m: dict) -> str:
+    verdict = "killed  " if m["killed"] else "SURVIVED"
+    offset = "" if m["offset"] is None or m["generated"] else f"  ({100 * m['offset']:+.3g}%)"
+    where = "" if m["killed"] else f"  on seed(s) {_fmt_seeds(m['survived_on'])}"
+    return f"    {verdict}  {m['name']}{offset}{where}"
+
+
 def mutants_table(results: list[CheckResult]) -> str:
-    """A plain-text report of the mutants: per check, its verdict, what it resolves and each mutant
-    killed or SURVIVED; a closing count."""
+    """A plain-text report of the mutants: per check, its verdict, what it resolves (the worst seed), each
+    mutant killed or SURVIVED (with its offset from the prediction) and each broken rule; a closing count."""
     lines = []
     for r in results:
         if r.skipped is not None:
             lines.append(f"{r.check.name}  [SKIPPED: {r.skipped}]")
             continue
-        lines.append(f"{r.check.name}  [{r.verdict}, resolves {_fmt_resolves(r.comparison)}]")
-        lines += [f"    {'killed  ' if m['killed'] else 'SURVIVED'}  {m['name']}" for m in r.mutants]
+        seeds = f" (worst of seeds {_fmt_seeds(r.seeds)})" if len(r.seeds) > 1 else ""
+        lines.append(f"{r.check.name}  [{r.verdict}, resolves {_fmt_resolves(r)}{seeds}]")
+        lines += [_fmt_mutant(m) for m in r.mutants]
+        lines += [f"    RULE      {rule}" for rule in r.rules]
+        lines += [f"    coarse    {r.check.coarse}"] if r.check.coarse else []
     mutants = [m for r in results for m in r.mutants]
     killed = sum(m["killed"] for m in mutants)
+    generated = sum(m["generated"] for m in mutants)
     skipped = sum(r.skipped is not None for r in results)
-    lines.append(f"{killed} of {len(mutants)} mutants killed, {len(mutants) - killed} survived; "
-                 f"{sum(r.verdict == 'FAIL' for r in results)} check(s) failed"
-                 + (f", {skipped} skipped" if skipped else ""))
+    lines.append(f"{killed} of {len(mutants)} mutants killed ({len(mutants) - generated} declared, {generated} generated), "
+                 f"{len(mutants) - killed} survived; {sum(r.verdict == 'FAIL' for r in results)} check(s) failed"
+                 + (f", {skipped} skipped" if skipped else "") + f"; {sum(len(r.rules) for r in results)} rule(s) broken")
     return "\n".join(lines)
 
 
 def results_html(results: list[CheckResult]) -> str:
     """An HTML table of results (claims as tooltips), for notebooks.  The column "resolves" is
-    :attr:`Comparison.resolves`, the smallest relative error of the prediction the check detects."""
+    :attr:`CheckResult.resolves`, the smallest relative error of the prediction the check detects on
+    every seed.  Its class ``rcteach-checks`` lets the book keep the verdict column in view on a phone."""
     head = "".join(f"<th>{c}</th>" for c in COLUMNS)
     body = "".join(
         f"<tr title='{html.escape(r.skipped or r.check.claim)}'>"
@@ -456,4 +617,4 @@ def results_html(results: list[CheckResult]) -> str:
     )
     skipped = list(dict.fromkeys(r.skipped for r in results if r.skipped is not None))
     note = f"<p>Skipped: {html.escape('; '.join(skipped))}</p>" if skipped else ""
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{note}"
+    return f"<table class='rcteach-checks'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{note}"

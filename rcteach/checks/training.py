@@ -8,7 +8,7 @@ import math
 import torch
 
 from ..training import consensus_gradients
-from .registry import Comparison, register
+from .registry import Comparison, off_by, register
 
 
 def _log_log_slope(x, y) -> torch.Tensor:
@@ -34,11 +34,13 @@ def _log_log_slope(x, y) -> torch.Tensor:
     quick=dict(T=16, d=32, vocab=16, seeds=16),
     full=dict(T=64, d=64, vocab=64, seeds=64),
     mutants={
+        **off_by(0.004),
         "linear in mu (exponent 1)": lambda p, s: 1.0,
         "exponent 3 (true only for consensus at the origin, xbar = 0)": lambda p, s: 3.0,
         "exponent 0: as large as the value gradient (the A run's small QK share a mere weight scale)":
             lambda p, s: 0.0,
     },
+    base_seeds=(800, 1800, 2800),
 )
 def qk_gradient_consensus_order(*, T, d, vocab, seeds, eps_max=1e-3, eps_min=1e-5, points=5, s2=1.0,
                                 tolerance=0.005, seed=800) -> Comparison:

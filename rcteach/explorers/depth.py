@@ -15,7 +15,7 @@ from ..attention import LN2
 from ..depth import propagate
 from ..plotting import axes
 from ..tokens import orthonormal_tokens
-from ._common import figure, log_scale, positive, to_numpy
+from ._common import add_draws, autoscale, figure, reused, show_draws, to_numpy
 
 
 @dataclass(frozen=True)
@@ -82,29 +82,41 @@ def depth_data(depth=12, *, T=32, d=64, attention="iid", s2=LN2, centred=False, 
     )
 
 
-def depth_figure(data: DepthData):
-    """mu, both stable ranks and ||X||_F per layer (median over the draws, and each draw faintly)."""
-    p = data.params
+def _depth_layout():
     fig, (ax_mu, ax_sr, ax_n) = figure(3, (12.5, 4.4), left=0.85, top=0.8, wspace=0.33)
+    axes("Distance to consensus", "layer ℓ", "μ(X_ℓ) = ‖P X_ℓ‖_F", ax=ax_mu)
+    axes("Stable ranks", "layer ℓ", "stable rank of X_ℓ", ax=ax_sr)
+    axes("Norm", "layer ℓ", "‖X_ℓ‖_F", ax=ax_n)
+    a = dict(ax_mu=ax_mu, ax_sr=ax_sr, ax_norm=ax_n, mu=add_draws(ax_mu, "C0"), norm=add_draws(ax_n, "C2"))
+    (a["predicted"],) = ax_mu.plot([], [], "k--", label=r"predicted $\mu_0\,(\kappa c/T)^{\ell/2}$")
+    (a["sr"],) = ax_sr.plot([], [], "o-", ms=3, label="Frobenius Σs²/s₁²")
+    (a["sr_gram"],) = ax_sr.plot([], [], "s-", ms=3, label="Gram Σs⁴/s₁⁴")
+    ax_sr.legend(loc="upper right", fontsize="small")
+    ax_n.legend(loc="best", fontsize="small")
+    fig.rcteach_layout = a
+    return fig
+
+
+def depth_figure(data: DepthData, fig=None):
+    """mu, both stable ranks and ||X||_F per layer (median over the draws, and each draw faintly).
+
+    ``fig``: a figure this function drew before, redrawn in place (a live explorer's update).
+    """
+    p = data.params
+    fig = reused(fig, "depth", _depth_layout)
+    a = fig.rcteach_layout
     layers = np.arange(p["depth"] + 1)
     fig.suptitle(f"{p['attention']} attention{' (centred)' if p['centred'] else ''}, norm: {p['norm'] or 'none'}, "
                  f"skip: {'yes' if p['skip'] else 'no'}, values: {p['values']}, T={p['T']}, d={p['d']}, "
                  f"s²={p['s2']:.3g}" + (f", σ_V²d={p['value_scale']:.3g}" if p["values"] == "gaussian" else ""))
-    axes("Distance to consensus", "layer ℓ", "μ(X_ℓ) = ‖P X_ℓ‖_F", ax=ax_mu)
-    ax_mu.plot(layers, positive(data.mu), color="C0", alpha=0.15, lw=0.8)
-    ax_mu.plot(layers, positive(np.median(data.mu, 1)), "o-", color="C0", ms=3, label="median over draws")
-    if data.predicted_mu is not None:
-        ax_mu.plot(layers, data.predicted_mu, "k--", label=r"predicted $\mu_0\,(\kappa c/T)^{\ell/2}$")
-    log_scale(ax_mu, "y")
-    ax_mu.legend(loc="lower left", fontsize="small")
-    axes("Stable ranks", "layer ℓ", "stable rank of X_ℓ", ax=ax_sr)
-    ax_sr.plot(layers, np.nanmedian(data.stable_rank, 1), "o-", ms=3, label="Frobenius Σs²/s₁²")
-    ax_sr.plot(layers, np.nanmedian(data.stable_rank_gram, 1), "s-", ms=3, label="Gram Σs⁴/s₁⁴")
-    ax_sr.set_ylim(bottom=0)
-    ax_sr.legend(loc="upper right", fontsize="small")
-    axes("Norm", "layer ℓ", "‖X_ℓ‖_F", ax=ax_n)
-    ax_n.plot(layers, positive(data.norm), color="C2", alpha=0.15, lw=0.8)
-    ax_n.plot(layers, positive(np.median(data.norm, 1)), "o-", color="C2", ms=3, label="median over draws")
-    log_scale(ax_n, "y")
-    ax_n.legend(loc="best", fontsize="small")
+    shown = data.predicted_mu is not None
+    a["predicted"].set_visible(shown)
+    a["predicted"].set_data(layers if shown else [], data.predicted_mu if shown else [])
+    a["ax_mu"].legend(handles=[a["mu"][1]] + [a["predicted"]] * shown, loc="lower left", fontsize="small")
+    for key in ("mu", "norm"):
+        show_draws(a["ax_" + key], a[key], layers, getattr(data, key))
+    a["sr"].set_data(layers, np.nanmedian(data.stable_rank, 1))
+    a["sr_gram"].set_data(layers, np.nanmedian(data.stable_rank_gram, 1))
+    autoscale(a["ax_sr"])
+    a["ax_sr"].set_ylim(bottom=0)
     return fig

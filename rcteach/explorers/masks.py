@@ -16,7 +16,7 @@ from ..masks import (MASK_KINDS, centre_eccentricity, consensus_rate, diameter, 
                      is_strongly_connected, make_mask)
 from ..plotting import axes, draw_mask
 from ..tokens import orthonormal_tokens
-from ._common import figure, log_scale, positive, to_numpy
+from ._common import add_draws, figure, reused, show_draws, to_numpy
 
 
 @dataclass(frozen=True)
@@ -76,22 +76,39 @@ def mask_data(kind="causal", *, T=10, window=2, beta=1.0, norm=None, values="ort
     )
 
 
-def mask_figure(data: MaskData):
-    """The mask as a matrix and a graph (:func:`rcteach.plotting.draw_mask`), and mu(X_t)."""
-    p = data.params
+def _mask_layout():
     fig, (ax_m, ax_g, ax_mu) = figure(3, (13.0, 4.2), width_ratios=(1, 1, 1.3))
+    draws = add_draws(ax_mu, "C0")
+    (ref,) = ax_mu.plot([], [], "k--")
+    fig.rcteach_layout = dict(ax_m=ax_m, ax_g=ax_g, ax_mu=ax_mu, draws=draws, ref=ref, mask=None)
+    return fig
+
+
+def mask_figure(data: MaskData, fig=None):
+    """The mask as a matrix and a graph (:func:`rcteach.plotting.draw_mask`), and mu(X_t).
+
+    ``fig``: a figure this function drew before, redrawn in place (a live explorer's update; the
+    mask's two panels are drawn again only when the mask changes).
+    """
+    p = data.params
+    fig = reused(fig, "mask", _mask_layout)
+    a = fig.rcteach_layout
     title = p["kind"] + (f", w={p['window']}" if p["window"] is not None else "")
-    draw_mask(torch.from_numpy(data.mask), ax=(ax_m, ax_g), title=title, node_size=120)
-    g = data.graph
-    ax_g.set_xlabel(f"diameter {g['diameter']:g}, centre eccentricity {g['centre_eccentricity']:g}")
+    if a["mask"] != (title, data.mask.tobytes()):
+        a["ax_m"].clear()
+        a["ax_g"].clear()
+        draw_mask(torch.from_numpy(data.mask), ax=(a["ax_m"], a["ax_g"]), title=title, node_size=120)
+        g = data.graph
+        a["ax_g"].set_xlabel(f"diameter {g['diameter']:g}, centre eccentricity {g['centre_eccentricity']:g}")
+        a["mask"], a["background"] = (title, data.mask.tobytes()), None  # the mask's panels changed
+    a["redraw"] = [a["ax_mu"]]  # only mu changes while the mask stays (explorers.live_png)
     layers = np.arange(p["depth"] + 1)
     axes(f"μ(X_t): β={p['beta']:.3g}, norm: {p['norm'] or 'none'}, values: {p['values']}", "layer t",
-         "μ(X_t) = ‖P X_t‖_F", ax=ax_mu)
-    ax_mu.plot(layers, positive(data.mu), color="C0", alpha=0.15, lw=0.8)
-    ax_mu.plot(layers, positive(np.median(data.mu, 1)), "o-", color="C0", ms=3, label="median over draws")
-    if 0 < data.uniform_rate < 1:
-        ref = np.nanmedian(data.mu[0]) * data.uniform_rate ** layers
-        ax_mu.plot(layers, ref, "k--", label=rf"uniform attention's rate $|\lambda_2|^t$, $|\lambda_2| = {data.uniform_rate:.3g}$")
-    log_scale(ax_mu, "y")
-    ax_mu.legend(loc="lower left", fontsize="small")
+         "μ(X_t) = ‖P X_t‖_F", ax=a["ax_mu"])
+    shown = 0 < data.uniform_rate < 1
+    a["ref"].set_visible(shown)
+    a["ref"].set_data(layers if shown else [], np.nanmedian(data.mu[0]) * data.uniform_rate ** layers if shown else [])
+    a["ref"].set_label(rf"uniform attention's rate $|\lambda_2|^t$, $|\lambda_2| = {data.uniform_rate:.3g}$")
+    a["ax_mu"].legend(handles=[a["draws"][1]] + [a["ref"]] * shown, loc="lower left", fontsize="small")
+    show_draws(a["ax_mu"], a["draws"], layers, data.mu)
     return fig

@@ -15,9 +15,9 @@ from ..attention import ACTIVATIONS, LN2, attention_map, random_attention
 from ..device import make_generator, resolve
 from ..logits import qk_logits, qk_weights
 from ..metrics import spectrum
-from ..plotting import axes, plot_spectrum
+from ..plotting import axes, circle, plot_spectrum
 from ..tokens import orthonormal_tokens
-from ._common import figure, log_scale, to_numpy
+from ._common import autoscale, figure, log_scale, reused, to_numpy
 
 ATTENTION = ("iid", "qk")  # the attention models: i.i.d. logits, or query-key logits on orthonormal tokens
 
@@ -96,18 +96,40 @@ def spectrum_data(T=256, s2=LN2, *, activation="softmax", bias=0.0, centred=Fals
     )
 
 
-def spectrum_figure(data: SpectrumData):
-    """Left: eigenvalues in the complex plane, predicted circle and outlier.  Right: singular values."""
-    p = data.params
+def _spectrum_layout():
     fig, (ax_e, ax_s) = figure(2, (10.0, 4.2))
-    name = ("A⊥" if p["centred"] else "A") + f" ({p['activation']}, {'i.i.d.' if p['attention'] == 'iid' else 'QKᵀ, d_qk=%d' % p['d_qk']})"
-    plot_spectrum(data.eigenvalues, radius=data.predicted_radius, outlier=data.predicted_outlier, ax=ax_e,
-                  title=f"Eigenvalues of {name}, T={p['T']}, s²={p['s2']:.3g}")
-    k = np.arange(1, data.singular_values.size + 1)
-    axes(f"Singular values of {name}", "index k", "σ_k (log scale)", ax=ax_s)
-    ax_s.plot(k, np.maximum(data.singular_values, 1e-18), ".", ms=3, label="singular values")
+    plot_spectrum(np.zeros(0, dtype=complex), radius=1.0, outlier=0.0, ax=ax_e)  # its artists, filled per update
+    axes("", "index k", "σ_k (log scale)", ax=ax_s)
+    (sv,) = ax_s.plot([], [], ".", ms=3, label="singular values")
     log_scale(ax_s, "y")
-    ax_s.axhline(data.predicted_edge, color="k", ls="--", lw=1,
-                 label=f"predicted bulk edge 2√(Var f/T) = {data.predicted_edge:.3g}")
-    ax_s.legend(loc="upper right", fontsize="small")
+    fig.rcteach_layout = dict(ax_e=ax_e, ax_s=ax_s, eigenvalues=ax_e.collections[0], circle=ax_e.lines[0],
+                              outlier=ax_e.lines[1], singular_values=sv,
+                              edge=ax_s.axhline(1.0, color="k", ls="--", lw=1))
+    return fig
+
+
+def spectrum_figure(data: SpectrumData, fig=None):
+    """Left: eigenvalues in the complex plane, predicted circle and outlier.  Right: singular values.
+
+    ``fig``: a figure this function drew before, redrawn in place (a live explorer's update).
+    """
+    p = data.params
+    fig = reused(fig, "spectrum", _spectrum_layout)
+    a = fig.rcteach_layout
+    name = ("A⊥" if p["centred"] else "A") + f" ({p['activation']}, {'i.i.d.' if p['attention'] == 'iid' else 'QKᵀ, d_qk=%d' % p['d_qk']})"
+    ev, r, z = data.eigenvalues, data.predicted_radius, data.predicted_outlier
+    a["ax_e"].set_title(f"Eigenvalues of {name}, T={p['T']}, s²={p['s2']:.3g}")
+    a["eigenvalues"].set_offsets(np.column_stack([ev.real, ev.imag]))
+    a["circle"].set_data(*circle(r))
+    a["circle"].set_label(f"predicted bulk radius {r:.3g}")
+    a["outlier"].set_data([z], [0.0])
+    a["outlier"].set_label(f"predicted outlier {z:g}")
+    a["ax_e"].legend(loc="upper left", fontsize="small")
+    autoscale(a["ax_e"], (ev.real, ev.imag))
+    a["ax_s"].set_title(f"Singular values of {name}")
+    a["singular_values"].set_data(np.arange(1, data.singular_values.size + 1), np.maximum(data.singular_values, 1e-18))
+    a["edge"].set_ydata([data.predicted_edge] * 2)
+    a["edge"].set_label(f"predicted bulk edge 2√(Var f/T) = {data.predicted_edge:.3g}")
+    a["ax_s"].legend(loc="upper right", fontsize="small")
+    autoscale(a["ax_s"])
     return fig

@@ -13,7 +13,7 @@ from .. import _validate, theory
 from ..attention import LN2
 from ..plotting import axes
 from ..width import width_stable_ranks
-from ._common import figure, log_scale, to_numpy
+from ._common import autoscale, figure, log_scale, reused, to_numpy
 
 
 @dataclass(frozen=True)
@@ -88,25 +88,44 @@ def width_data(T_range=(16, 128), gamma=0.5, s2=LN2, *, gram=False, points=6, se
     )
 
 
-def width_figure(data: WidthData):
-    """Stable rank against T: left A X0 W_V (flat), right A_perp X0 W_V (linear in T)."""
+def _width_layout():
+    fig, axs = figure(2, (10.0, 4.0))
+    panels = []
+    for ax in axs:
+        draws, = ax.plot([], [], ".", alpha=0.4)
+        mean, = ax.plot([], [], "o-", label="mean")
+        predicted, = ax.plot([], [], "k--")
+        log_scale(ax, "x")
+        note = ax.text(0.5, 0.5, "s² = 0: uniform attention, A⊥ = 0,\nno stable rank", ha="center", va="center",
+                       transform=ax.transAxes, visible=False)
+        panels.append((ax, draws, mean, predicted, note))
+    log_scale(axs[1], "y")
+    fig.rcteach_layout = dict(panels=panels)
+    return fig
+
+
+def width_figure(data: WidthData, fig=None):
+    """Stable rank against T: left A X0 W_V (flat), right A_perp X0 W_V (linear in T).
+
+    ``fig``: a figure this function drew before, redrawn in place (a live explorer's update).
+    """
     p = data.params
     which = "Gram stable rank Σs⁴/s₁⁴" if p["gram"] else "Frobenius stable rank Σs²/s₁²"
-    fig, (ax_a, ax_c) = figure(2, (10.0, 4.0))
-    for ax, sr, pred, name, lab in (
-        (ax_a, data.stable_rank, data.predicted, "A X₀W_V", "predicted limit " + ("1" if p["gram"] else "1 + c")),
-        (ax_c, data.stable_rank_centred, data.predicted_centred, "A⊥X₀W_V", "predicted slope × T"),
-    ):
+    fig = reused(fig, "width", _width_layout)
+    limit = "predicted limit " + ("1" if p["gram"] else "1 + c")
+    for (ax, draws, mean, predicted, note), sr, pred, name, lab in zip(
+            fig.rcteach_layout["panels"], (data.stable_rank, data.stable_rank_centred),
+            (data.predicted, data.predicted_centred), ("A X₀W_V", "A⊥X₀W_V"), (limit, "predicted slope × T")):
         axes(f"{name}: γ={p['gamma']:.3g}, s²={p['s2']:.3g}", "T (tokens)", which, ax=ax)
-        if np.isnan(sr).all():  # A_perp = 0 at s2 = 0
-            ax.text(0.5, 0.5, "s² = 0: uniform attention, A⊥ = 0,\nno stable rank", ha="center", va="center",
-                    transform=ax.transAxes)
-            continue
-        ax.plot(np.repeat(data.T, sr.shape[1]), sr.ravel(), ".", alpha=0.4, label=f"{p['seeds']} draws per T")
-        ax.plot(data.T, sr.mean(1), "o-", label="mean")
-        ax.plot(data.T, pred, "k--", label=lab)
-        log_scale(ax, "x")
-        ax.legend(loc="upper left", fontsize="small")
-    ax_a.set_ylim(bottom=0)
-    log_scale(ax_c, "y")
+        empty = bool(np.isnan(sr).all())  # A_perp = 0 at s2 = 0
+        note.set_visible(empty)
+        Ts = data.T[:0] if empty else data.T
+        draws.set_data(np.repeat(Ts, sr.shape[1]), sr[: len(Ts)].ravel())
+        draws.set_label(f"{p['seeds']} draws per T")
+        mean.set_data(Ts, sr[: len(Ts)].mean(1))
+        predicted.set_data(Ts, pred[: len(Ts)])
+        predicted.set_label(lab)
+        ax.legend(loc="upper left", fontsize="small").set_visible(not empty)
+        autoscale(ax)
+    fig.rcteach_layout["panels"][0][0].set_ylim(bottom=0)
     return fig

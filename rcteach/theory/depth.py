@@ -157,7 +157,7 @@ def centred_depth_gram_stable_rank(T, depth) -> float:
 
 
 @_validate.finite_result
-def first_value_gradient_rms(T, d, s2, *, value_var=1.0, centred=False) -> float:
+def first_value_gradient_rms(T, d, s2, *, value_var=1.0, centred=False, next_order=False) -> float:
     """Root-mean-square of ||dL/dW_V^(1)||_F for two i.i.d. attention layers with values, L = ||X_2||_F^2,
     X_0 with orthonormal rows (d >= T), W_V i.i.d. N(0, value_var) (rebuttal Fig. VIII: value_var = 1, d = T).
 
@@ -169,10 +169,18 @@ def first_value_gradient_rms(T, d, s2, *, value_var=1.0, centred=False) -> float
     T^(3/2) with A and stays ~2 sqrt(6) c^2 with A_perp.  Derived, leading order: for A_perp the O(1/T)
     corrections (E||A_perp||_F^2 = c(1 - (1+c)(1+2c)/T), and the heavy-tailed entries' fourth moments) leave
     the rms 6-17% low at T = 64-32 (c = 1).
+
+    ``next_order=True`` (A only): Y Y^T = U + M exactly with U = 11^T/T (A_2 1 = 1) and M = A_2 A_1^perp
+    A_1^perp^T A_2^T, so sum s^4(Y) = 1 + 2 1^T M 1 / T + tr M^2, where 1^T M 1 = ||P A_1^T (A_2^T 1)||^2 ~ c and
+    tr M^2 = O(T^-2): sum s^4 = 1 + 2c/T + O(T^-2) (measured (sum s^4 - 1) T = 1.80, 1.89, 1.92, 1.96 at T = 32..256,
+    c = 1).  Derived.
     """
     T = _validate.integer("T", T, minimum=2)
     d = _validate.integer("d", d, minimum=T)
     value_var = _validate.real("value_var", value_var, positive=True)
     cc = c(s2)  # checks s2 with or without centring
-    s4 = 3.0 * T * (cc / T) ** 4 if _validate.flag("centred", centred) else 1.0
+    centred, next_order = _validate.flag("centred", centred), _validate.flag("next_order", next_order)
+    if centred and next_order:
+        raise ValueError("next_order: the next-order term is derived for A only (centred=False)")
+    s4 = 3.0 * T * (cc / T) ** 4 if centred else 1.0 + (2.0 * cc / T if next_order else 0.0)
     return math.sqrt(4.0 * value_var**3 * d**2 * (2 * d + 1) * s4)

@@ -23,6 +23,67 @@ import torch
 GRID_REFERENCE_S = 116.0
 """Seconds the official Mind-the-Gap code took for its README grid on one core (issue 16's measurement)."""
 
+POINT = dict(T=1000, gamma=1.0, configs=("A", "A_perp", "A + LN", "A(X)"), seeds=5, depth=10)
+"""The large point timed next to the README grid: the paper's claims concern T and d of order 10^2-10^3."""
+
+_OFFICIAL_NAMES = {"A_perp": "$A^{\\perp}$", "A(X)_perp": "$A(X)^{\\perp}$"}  # ours -> their configs.py keys
+
+
+def lean_point(T, gamma, configs=POINT["configs"], *, depth=10, seeds=5, seed=0) -> dict:
+    """The baseline of the large point: the plain float32 d x d simulation, batched over seeds, in torch.
+
+    Orthonormal tokens X0 (T, d), d = round(T/gamma); per layer W_V (d, d) with N(0, 1) entries and the
+    attention (``iid``: softmax of N(0, ln 2) logits; ``qk``: softmax((X W_Q)(X W_K)^T / sqrt(d)) with
+    W_Q, W_K N(0, 1/d)), X <- A X W_V (A - 1/T when centred; then LayerNorm when the configuration has
+    it), and the Gram stable rank sum s^4 / s_1^4 from ``eigvalsh`` of the Gram matrix of X / ||X||_F.
+    No skip configurations.  Returns {config: Tensor (depth, seeds)} (NaN where X overflowed).
+    """
+    from ..grid import CONFIGS
+    from ..theory import LN2
+
+    d = round(T / gamma)
+    g = torch.Generator().manual_seed(seed)
+    X0 = torch.linalg.qr(torch.randn(seeds, d, T, generator=g)).Q.mT  # (seeds, T, d), orthonormal rows
+    out = {}
+    for name in configs:
+        cfg = CONFIGS[name]
+        X, ranks = X0, []
+        for _ in range(depth):
+            if cfg.attention == "qk":
+                W_Q, W_K = (torch.randn(seeds, d, d, generator=g) / math.sqrt(d) for _ in range(2))
+                A = torch.softmax((X @ W_Q) @ (X @ W_K).mT / math.sqrt(d), dim=-1)
+            else:
+                A = torch.softmax(math.sqrt(LN2) * torch.randn(seeds, T, T, generator=g), dim=-1)
+            X = (A - 1.0 / T if cfg.centred else A) @ X @ torch.randn(seeds, d, d, generator=g)
+            if cfg.layernorm:
+                X = torch.nn.functional.layer_norm(X, (d,))
+            U = X / torch.linalg.matrix_norm(X)[:, None, None]
+            finite = torch.isfinite(U).all((-2, -1))
+            lam = torch.linalg.eigvalsh((U @ U.mT)[finite])
+            rank = torch.full((seeds,), math.nan)
+            rank[finite] = lam.square().sum(-1) / lam[:, -1].square()
+            ranks.append(rank)
+        out[name] = torch.stack(ranks).double()
+    return out
+
+
+def _point_child(side: str, T: int, gamma: float, configs: list, seeds: int, depth: int) -> None:
+    """In a fresh process: the large point with rcteach (``side="rcteach"``) or the lean loop; prints JSON
+    {compute_s, nonfinite}."""
+    import json
+
+    torch.set_num_threads(1)
+    start = time.process_time()
+    if side == "rcteach":
+        from .. import grid
+
+        res = grid.simulate(T, gamma, configs, depth=depth, seeds=seeds, seed=0)
+        values = [v for m in res.values() for v in m.values()]
+    else:
+        values = list(lean_point(T, gamma, configs, depth=depth, seeds=seeds).values())
+    seconds = time.process_time() - start
+    print(json.dumps({"compute_s": seconds, "nonfinite": sum(int((~torch.isfinite(v)).sum()) for v in values)}))
+
 
 def _grid_child(gammas: list[float], Ts: list[int], seeds: int, depth: int) -> None:
     """In a fresh process: rcteach's whole grid; prints JSON {points: [[T, d, cpu s]], nonfinite}."""
@@ -125,7 +186,7 @@ def fit_cost_exponents(points) -> tuple[float, float]:
     return float(coef[1]), float(coef[2])
 
 
-def grid_side_by_side(official=None, *, T=None, gamma=None, seeds=5, depth=10, log=print) -> dict:
+def grid_side_by_side(official=None, *, T=None, gamma=None, seeds=5, depth=10, point=True, log=print) -> dict:
     """Time the authors' grid: rcteach (:mod:`rcteach.grid`, all 25 configurations, every layer) and, with
     ``official`` (a checkout of the Mind-the-Gap code), their ``stable_ranks.py`` on the same grid.
 
@@ -136,8 +197,8 @@ def grid_side_by_side(official=None, *, T=None, gamma=None, seeds=5, depth=10, l
     compute-only CPU time, the fitted exponents of its cost time ~ T^p d^q over the grid points (the
     faster of the two runs per point), and the count of non-finite values (the official count is
     read from its CSVs).  Without ``official``, one rcteach run, compared with :data:`GRID_REFERENCE_S`.
+    ``point``: then also the large point :data:`POINT` (:func:`point_side_by_side`), under ``"point"``.
     """
-    import importlib.util
     import json
     import tempfile
 
@@ -145,9 +206,7 @@ def grid_side_by_side(official=None, *, T=None, gamma=None, seeds=5, depth=10, l
 
     Ts = list(grid.GRID["T"] if T is None else T)
     gammas = list(grid.GRID["gamma"] if gamma is None else gamma)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+    env = _env()
     if official is not None:
         script = os.path.join(official, "stable_ranks.py")
         if not os.path.exists(script):
@@ -162,13 +221,8 @@ def grid_side_by_side(official=None, *, T=None, gamma=None, seeds=5, depth=10, l
                 r.update(json.loads(r["stdout"].strip().splitlines()[-1]))
                 runs.append(r)
             else:
-                official_env = dict(env)
-                if importlib.util.find_spec("omegaconf") is None:  # their utils.py imports it for unused helpers
-                    with open(os.path.join(tmp, "omegaconf.py"), "w") as f:
-                        f.write("DictConfig = dict  # stand-in: the grid never uses it\n")
-                    official_env["PYTHONPATH"] = tmp
                 r = _child([sys.executable, script, "--list_gammas", *map(str, gammas), "--n_simulations", str(seeds),
-                            "--n_layers", str(depth), "--list_n", *map(str, Ts)], tmp, official_env)
+                            "--n_layers", str(depth), "--list_n", *map(str, Ts)], tmp, _official_env(env, tmp))
                 theirs = {k: r[k] for k in ("cpu_s", "wall_s", "peak_mb")}
                 theirs["nonfinite"], theirs["values"] = _official_nonfinite(tmp)
             log(f"{side:8s}: {r['cpu_s']:.1f} s CPU, {r['wall_s']:.1f} s wall")
@@ -185,7 +239,88 @@ def grid_side_by_side(official=None, *, T=None, gamma=None, seeds=5, depth=10, l
     out["ratio_cpu"] = reference / ours["cpu_s"]
     out["ratio_floor"] = reference / floor["total_s"]
     out["ratio_wall"] = (theirs["wall_s"] if theirs else GRID_REFERENCE_S) / ours["wall_s"]
+    out["point"] = point_side_by_side(official, log=log, **POINT) if point else None
     return out
+
+
+def _env() -> dict:
+    """The environment of every timed process: one thread, this checkout of rcteach first on the path."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def _official_env(env, tmp) -> dict:
+    """``env`` for the official code, run in ``tmp``: their utils.py imports omegaconf for helpers the grid
+    never uses, so a one-line stand-in goes on the path where it is not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("omegaconf") is not None:
+        return env
+    with open(os.path.join(tmp, "omegaconf.py"), "w") as f:
+        f.write("DictConfig = dict  # stand-in: the grid never uses it\n")
+    return {**env, "PYTHONPATH": tmp}
+
+
+def point_side_by_side(official=None, *, T=POINT["T"], gamma=POINT["gamma"], configs=POINT["configs"],
+                       seeds=POINT["seeds"], depth=POINT["depth"], log=print) -> dict:
+    """One large point (T, gamma) of a few configurations, every layer: rcteach, the lean float32 loop
+    (:func:`lean_point`) and, with ``official``, the official code's ``produce_stable_ranks`` for the same
+    configurations, each in a fresh one-thread process (rcteach before and after the others; its numbers
+    are the mean of its two runs).  Returns {side: {cpu_s, wall_s, peak_mb, compute_s, nonfinite}} and the
+    compute-time ratios of the official code and of the lean loop to rcteach."""
+    import json
+    import tempfile
+
+    configs = list(configs)
+    env = _env()
+    if official is not None and not os.path.exists(os.path.join(official, "stable_ranks.py")):
+        raise ValueError(f"official must be a checkout of the Mind-the-Gap code with stable_ranks.py, got {official}")
+    names = [_OFFICIAL_NAMES.get(c, c) for c in configs]
+    their_code = (f"import sys, time; sys.path.insert(0, {os.path.abspath(official or '.')!r}); import torch; "
+                  "torch.set_num_threads(1); import stable_ranks, configs; start = time.process_time(); "
+                  f"[stable_ranks.produce_stable_ranks(n, configs.configs[n], {depth}, list_n=[{T}], "
+                  f"n_simulations={seeds}, list_gammas=[{gamma}]) for n in {names!r}]; "
+                  "print('{\"compute_s\": %r}' % (time.process_time() - start))")
+    sides = ("rcteach", "lean", "official", "rcteach") if official is not None else ("rcteach", "lean", "rcteach")
+    runs = {side: [] for side in sides}
+    with tempfile.TemporaryDirectory() as tmp:
+        for side in sides:
+            if side == "official":
+                r = _child([sys.executable, "-c", their_code], tmp, _official_env(env, tmp))
+            else:
+                code = (f"from rcteach.tools.bench_grid import _point_child; "
+                        f"_point_child({side!r}, {T}, {gamma}, {configs!r}, {seeds}, {depth})")
+                r = _child([sys.executable, "-c", code], tmp, env)
+            r.update(json.loads(r["stdout"].strip().splitlines()[-1]))
+            if side == "official":
+                r["nonfinite"] = _official_nonfinite(tmp)[0]
+            runs[side].append(r)
+            log(f"T={T} {side:8s}: {r['compute_s']:.1f} s CPU computing, {r['cpu_s']:.1f} s CPU in all")
+    out = {side: {k: statistics.fmean(r[k] for r in rs) for k in ("cpu_s", "wall_s", "peak_mb", "compute_s")}
+           | {"nonfinite": max(r["nonfinite"] for r in rs)} for side, rs in runs.items()}
+    out["settings"] = dict(T=T, gamma=gamma, configs=configs, seeds=seeds, depth=depth)
+    for side in ("official", "lean"):
+        if side in out:
+            out[f"ratio_{side}"] = out[side]["compute_s"] / out["rcteach"]["compute_s"]
+    return out
+
+
+def format_point(res: dict) -> str:
+    """The result of :func:`point_side_by_side` as lines of text."""
+    p = res["settings"]
+    lines = [f"large point: T = {p['T']}, gamma = {p['gamma']:g}, {', '.join(p['configs'])}, {p['depth']} layers, "
+             f"{p['seeds']} seeds, one core each (CPU seconds computing, and of the whole process)"]
+    for side, label in (("official", "official code"), ("lean", "lean f32 loop"), ("rcteach", "rcteach")):
+        if side in res:
+            r = res[side]
+            lines.append(f"  {label:13s} : {r['compute_s']:7.1f} s ({r['cpu_s']:.1f} s)  peak {r['peak_mb']:6.0f} MB  "
+                         f"non-finite {r['nonfinite']:.0f}")
+    ratios = [f"{res[f'ratio_{side}']:.1f}x less CPU than the {label}" for side, label in
+              (("official", "official code"), ("lean", "lean loop")) if f"ratio_{side}" in res]
+    lines.append("  rcteach       : " + ", ".join(ratios))
+    return "\n".join(lines)
 
 
 def format_grid(res: dict) -> str:
@@ -205,9 +340,11 @@ def format_grid(res: dict) -> str:
     lines.append(f"  rcteach cost  : time ~ T^{o['exponent_T']:.2f} d^{o['exponent_d']:.2f} over the grid points")
     f = res["floor"]
     lines.append(f"  floor         : {f['import_s']:.1f} s starting Python and importing torch + {f['eig_s']:.1f} s of tridiagonal reductions "
-                 f"(one per stable rank) = {f['total_s']:.1f} s CPU: no exact computation in one torch process "
-                 f"can beat {res['ratio_floor']:.1f}x")
+                 f"(one per stable rank) = {f['total_s']:.1f} s CPU: no computation with a dense eigensolver in one "
+                 f"torch process can beat {res['ratio_floor']:.1f}x")
     lines.append(load_line(res["load_before"], res["load_after"]))
+    if res.get("point") is not None:
+        lines.append(format_point(res["point"]))
     return "\n".join(lines)
 
 

@@ -10,6 +10,7 @@ download (``book/_ext/notebook_download.py``), so both give the same notebook.
 from __future__ import annotations
 
 import pathlib
+import re
 
 from .. import _files
 from ._args import UsageError
@@ -17,13 +18,21 @@ from ._args import UsageError
 __all__ = ["clean_notebook", "write_notebooks", "add_subcommand"]
 
 
+#: A Markdown link to a sibling chapter, ``[text](NN_name.md)`` or ``(NN_name.md#anchor)``.
+CHAPTER_LINK = re.compile(r"\]\(([\w-]+)\.md(#[^)\s]*)?\)")
+
+
 def clean_notebook(path):
     """Chapter ``path`` (a MyST notebook ``.md``) as an nbformat notebook without outputs and without
-    jupytext's pairing metadata (a plain ``.ipynb``), solutions collapsed as in the chapter."""
+    jupytext's pairing metadata (a plain ``.ipynb``), solutions collapsed as in the chapter; its links
+    to other chapters point at their notebooks (``NN_name.ipynb``, written next to it)."""
     import jupytext
 
     notebook = jupytext.read(path)
     notebook.metadata.pop("jupytext", None)
+    for cell in notebook.cells:
+        if cell.cell_type == "markdown":
+            cell.source = CHAPTER_LINK.sub(r"](\1.ipynb\2)", cell.source)
     return notebook
 
 

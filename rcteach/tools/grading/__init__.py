@@ -4,13 +4,14 @@ The master notebooks live in ``assignments/<name>/<name>.ipynb`` (Otter Assign f
 public and hidden tests) next to ``key.py``, the answer key of the trusted grader
 (``docs/writing-assignments.md``); an installed rcteach ships them (:data:`ASSIGNMENTS_DIR`).  Needs
 the optional extra ``pip install 'rcteach[assign]'`` (otter-grader, ipykernel) and, to grade, Linux
-with bubblewrap (``bwrap``).
+with bubblewrap (``bwrap``), or root in a fresh container (:mod:`.sandbox`'s two backends).
 
 * :func:`assign_all` runs ``otter assign`` on every master notebook and writes, per assignment,
   ``<build>/<name>/student/`` (the notebook handed out, with its points and an install line:
   :mod:`.authoring`; students run the public tests with ``grader.check``) and
   ``<build>/<name>/autograder/`` (the solutions notebook, otter's zip, and for this grader the
-  answer key and the points: the folder is the AUTOGRADER of ``grade``).
+  answer key and the points: the folder is the AUTOGRADER of ``grade``; and
+  ``<name>-gradescope.zip``, this grader as a Gradescope autograder, see :mod:`.gradescope`).
   :func:`.authoring.check_assignment` checks a new master.
 * :func:`grade` runs a submission in a fresh sandbox (:mod:`.sandbox`, :mod:`.harness`) that sees
   no answer key, no solutions and no tests; the submission answers the key's asks (values, and its
@@ -20,7 +21,9 @@ with bubblewrap (``bwrap``).
   time or on a dask cluster, into a gradebook (:mod:`.gradebook`).
 
 Command line (:mod:`.commands`): ``python -m rcteach assign [MASTER...] [-o _build/assignments] [--check]``
-and ``python -m rcteach grade NOTEBOOK_OR_FOLDER... -a AUTOGRADER_FOLDER [--timeout 600] [-o DIR] [-j N]``.
+``python -m rcteach grade NOTEBOOK_OR_FOLDER... -a AUTOGRADER_FOLDER [--timeout 600] [-o DIR] [-j N] [--backend auto]``,
+``python -m rcteach gradescope -a AUTOGRADER_FOLDER -o ZIP`` and (inside Gradescope's container)
+``python -m rcteach gradescope-run /autograder``.
 """
 
 from __future__ import annotations
@@ -42,16 +45,19 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from concurrent.futures import ThreadPoolExecutor
 
 from ... import _extras, _files
-from . import answers, gradebook, harness, submissions, verdict
+from . import answers, gradebook, gradescope, harness, submissions, verdict
 
 __all__ = ["ASSIGNMENTS_DIR", "masters", "assign", "assign_all", "question_points", "Assignment", "load", "run_solutions",
            "Asked", "draw_asks", "reference", "run_sandboxed", "grade", "grade_all"]
 
 #: The masters: shipped with an installed rcteach, the repository's ``assignments/`` in a checkout.
 ASSIGNMENTS_DIR = _files.assignments_dir()
+#: The sandbox backends of :mod:`.sandbox` (``auto`` chooses by a probe).
+BACKENDS = ("auto", "bwrap", "container")
 
 
 def _sandbox():
@@ -86,10 +92,11 @@ def masters(source=ASSIGNMENTS_DIR) -> list[pathlib.Path]:
 def assign(master, build="_build/assignments", *, run_tests=True, timeout=600) -> dict:
     """Run ``otter assign`` on one master notebook into ``build/<name>/`` (``<name>``: its folder).
 
-    ``run_tests=True`` lets otter check that the master's solutions pass all its tests.  Returns
-    ``{"student": student notebook, "autograder": autograder folder}`` (with the master's
-    ``key.py`` and ``questions.json``, the points of each question).  Raises ``RuntimeError`` with
-    otter's output if the assignment fails to build.
+    ``run_tests=True`` lets otter check that the master's solutions pass all its tests; ``timeout``:
+    seconds ``otter assign`` may take.  Returns ``{"student": student notebook, "autograder":
+    autograder folder}`` (with the master's ``key.py``, ``questions.json`` (the points of each
+    question) and ``<name>-gradescope.zip``, see :mod:`.gradescope`; otter's own zip also installs
+    torch and rcteach).  Raises ``RuntimeError`` with otter's output if the assignment fails to build.
     """
     master = pathlib.Path(master)
     if not master.is_file() or not (master.parent / KEY).is_file():
@@ -111,7 +118,27 @@ def assign(master, build="_build/assignments", *, run_tests=True, timeout=600) -
     shutil.copyfile(master.parent / KEY, autograder / KEY)
     (autograder / QUESTIONS).write_text(json.dumps({"name": master.stem, "points": points}))
     annotate_student(target / "student" / master.name, points)
+    _add_rcteach_to_otter_zip(zips[0])
+    gradescope.autograder_zip(autograder, autograder / f"{master.stem}-gradescope.zip")  # 600 s per submission
     return {"student": target / "student" / master.name, "autograder": autograder}
+
+def _add_rcteach_to_otter_zip(path: pathlib.Path) -> None:
+    """Make otter's Gradescope zip install what the notebooks import: torch (CPU build) and rcteach
+    (its source, added under ``files/``), pinned, in the pip list of its ``environment.yml``."""
+    import yaml
+
+    with zipfile.ZipFile(path) as zf:
+        entries = {info.filename: (info, zf.read(info)) for info in zf.infolist()}
+    env = yaml.safe_load(entries["environment.yml"][1])
+    pip = next(d for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)["pip"]
+    pip[:0] = [f"--extra-index-url {gradescope.TORCH_INDEX}", *gradescope.requirements().split()]
+    pip.append(f"/autograder/source/files/{gradescope.PROJECT}")
+    tmp = path.with_suffix(".tmp")
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, (info, data) in entries.items():
+            zf.writestr(info, yaml.safe_dump(env, sort_keys=False) if name == "environment.yml" else data)
+        gradescope.add_project(zf, f"files/{gradescope.PROJECT}")
+    tmp.replace(path)
 
 
 def assign_all(build="_build/assignments", *, source=ASSIGNMENTS_DIR, run_tests=True, timeout=600) -> dict:
@@ -258,25 +285,57 @@ def draw_asks(assignment: Assignment, seed: int | None = None) -> Asked:
 
 
 def run_sandboxed(notebook: bytes, asks: dict, limits: sandbox.Limits, cell_timeout: float,
-                  unsafe_no_sandbox: bool = False) -> sandbox.Outcome:
-    """Run a notebook (its bytes) in a fresh sandbox and let it answer ``asks``: the untrusted half
-    of grading, on this machine or on a worker of a cluster (it needs no answer key, no solutions)."""
+                  unsafe_no_sandbox: bool = False, backend: str = "auto") -> sandbox.Outcome:
+    """Run a notebook (its bytes) in a fresh sandbox of ``backend`` (:mod:`.sandbox`) and let it
+    answer ``asks``: the untrusted half of grading, on this machine or on a worker of a cluster (it
+    needs no answer key, no solutions)."""
     sandbox = _sandbox()
     with tempfile.TemporaryDirectory(prefix="rcteach-grade-") as tmp:
-        pathlib.Path(tmp, "submission.ipynb").write_bytes(notebook)
-        pathlib.Path(tmp, "asks.json").write_text(json.dumps({"questions": asks, "preload": PRELOAD}))
+        inputs = {"submission.ipynb": notebook, "asks.json": json.dumps({"questions": asks, "preload": PRELOAD}).encode()}
+        for name, data in inputs.items():
+            pathlib.Path(tmp, name).write_bytes(data)
+            os.chmod(pathlib.Path(tmp, name), 0o644)
+        os.chmod(tmp, 0o711)  # the container backend's user reads these two files, and lists nothing
         argv = [sys.executable, "-c", _HARNESS, str(HARNESS_DIR), f"{tmp}/submission.ipynb", f"{tmp}/asks.json",
                 "{answers_fd}", str(cell_timeout)]
-        return sandbox.run(argv, read_only=[tmp], packages=[PACKAGE_DIR], limits=limits,
+        return sandbox.run(argv, read_only=[tmp], packages=[PACKAGE_DIR], limits=limits, backend=backend,
                            unsafe_no_sandbox=unsafe_no_sandbox)
 
 
-def _require_sandbox(unsafe_no_sandbox: bool) -> None:
+def _require_sandbox(unsafe_no_sandbox: bool, backend: str, protected) -> str:
+    """The backend the submissions will run in (``"auto"`` with ``unsafe_no_sandbox``); raises
+    :class:`.sandbox.SandboxUnavailable` where that sandbox does not work here, or where the
+    container backend would let its user read the solutions (``protected``: their folders)."""
+    if unsafe_no_sandbox:
+        return "auto"
     sandbox = _sandbox()
-    if not unsafe_no_sandbox and (reason := sandbox.available()) is not None:
-        raise sandbox.SandboxUnavailable(f"{reason}. Refusing to grade without a sandbox: a submission could read "
-                                         "the reference answers and change the grader's files (--unsafe-no-sandbox "
-                                         "grades anyway)")
+    try:
+        kind = sandbox.resolve(backend)
+    except sandbox.SandboxUnavailable as e:
+        raise sandbox.SandboxUnavailable(f"{e}. Refusing to grade without a sandbox: a submission could read the "
+                                         "reference answers and change the grader's files (--unsafe-no-sandbox "
+                                         "grades anyway)") from None
+    if kind == "container":
+        _hidden_from_other_users(protected)
+    return kind
+
+
+def _hidden_from_other_users(folders) -> None:
+    """The container backend protects files by their modes only: refuse to grade while a file of a
+    folder holding solutions can be read by other users (readable, and every folder on its path
+    searchable by them)."""
+    for folder in map(pathlib.Path, folders):
+        if not folder.is_dir():
+            continue
+        path = folder.resolve()
+        if not all(p.stat().st_mode & 0o001 for p in (path, *path.parents)):
+            continue
+        readable = [p for p in path.rglob("*") if p.is_file() and p.stat().st_mode & 0o004]
+        if readable:
+            raise _sandbox().SandboxUnavailable(
+                f"{path} holds solutions and other users can read {readable[0]}, so the container backend's sandbox "
+                f"user could: make it private first (chmod -R go-rwx {path})")
+
 
 
 def _limits(timeout, limits) -> sandbox.Limits:
@@ -289,7 +348,7 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def grade(submission, autograder, *, timeout=600, output_dir=None, cell_timeout=None, limits=None,
+def grade(submission, autograder, *, timeout=600, output_dir=None, cell_timeout=None, limits=None, backend="auto",
           unsafe_no_sandbox=False, seed=None) -> dict:
     """Grade one notebook: run it in a fresh sandbox (:mod:`.sandbox`), mark its answers outside.
 
@@ -297,18 +356,21 @@ def grade(submission, autograder, *, timeout=600, output_dir=None, cell_timeout=
     ``seed`` None: a fresh secret one); the submission answers them inside the sandbox
     (:mod:`.harness`); the reference answers come from the solutions notebook executed in this
     process.  ``timeout``: wall-clock seconds for the whole run (also its CPU-time limit);
-    ``cell_timeout`` (default ``min(60, timeout)``): soft limit per cell and per answer.  ``limits``
-    (a :class:`.sandbox.Limits`) overrides all limits.  Raises ``ValueError`` for a submission that
-    is not a regular notebook file (:mod:`.submissions`), and :class:`.sandbox.SandboxUnavailable` if
-    no sandbox works here, unless ``unsafe_no_sandbox=True`` (the submission can then read and
-    change the grader's files).
+    ``cell_timeout`` (default ``timeout``): soft limit per cell and per answer (a cell it stops is
+    named in ``notes``).  ``limits`` (a :class:`.sandbox.Limits`) overrides all limits.
+    ``backend``: ``"auto"``, ``"bwrap"`` or ``"container"`` (see :mod:`.sandbox`).  Raises
+    ``ValueError`` for a submission that is not a regular notebook file or is one of the
+    autograder's own files under another name (:mod:`.submissions`), and
+    :class:`.sandbox.SandboxUnavailable` if that sandbox does not work here, unless
+    ``unsafe_no_sandbox=True`` (the submission can then read and change the grader's files).
 
     Returns ``student`` (its id, :func:`.submissions.student_id`), ``notebook``, ``assignment``,
     ``score``, ``possible``, ``tests`` (per question: ``name``, ``score``, ``max_score``,
     ``feedback``), ``notes`` (what the gradebook notes: limits hit, a failed run, a notebook of
-    another assignment), ``limits_hit`` (as seen from outside), ``error`` (None, or why the run
-    failed: see :func:`_failure`), ``cell_errors``, ``output`` (the run's first output, untrusted),
-    ``seconds``, ``cpu_seconds_reported`` (the run's own report: untrusted), ``seed`` and
+    another assignment; the harness's, e.g. a cell stopped at the per-cell limit), ``limits_hit`` (as
+    seen from outside), ``error`` (None, or why the run failed: see :func:`_failure`),
+    ``cell_errors``, ``output`` (the run's first output, untrusted, control characters escaped),
+    ``seconds``, ``backend``, ``cpu_seconds_reported`` (the run's own report: untrusted), ``seed`` and
     ``asks_sha256``.  ``output_dir``: also write it to a gradebook there (:mod:`.gradebook`).
     """
     submission = pathlib.Path(submission)
@@ -316,20 +378,26 @@ def grade(submission, autograder, *, timeout=600, output_dir=None, cell_timeout=
         raise ValueError(f"submission {submission} does not exist")
     assignment = load(autograder)
     subs = [submissions.Submission(submissions.student_id(submission, None, assignment.name), submission)]
-    submissions.read_notebook(submission)  # raises SubmissionError (a ValueError) saying why it cannot be graded
+    # raises SubmissionError (a ValueError) saying why it cannot be graded
+    submissions.read_notebook(submission, protected=_protected(autograder))
     [result] = grade_all(subs, autograder, timeout=timeout, cell_timeout=cell_timeout, limits=limits, jobs=1,
-                         unsafe_no_sandbox=unsafe_no_sandbox, seeds={subs[0].student: seed})
+                         backend=backend, unsafe_no_sandbox=unsafe_no_sandbox, seeds={subs[0].student: seed})
     if output_dir is not None:
         gradebook.Gradebook(output_dir, assignment.name, assignment.points).add(result)
     return result
 
 
+def _protected(autograder) -> list[pathlib.Path]:
+    """The folders whose files no submission may be under another name: the autograder's, the masters'."""
+    return [_autograder_dir(autograder), ASSIGNMENTS_DIR]
+
+
 def grade_all(subs, autograder, *, jobs=None, executor=None, timeout=600, cell_timeout=None, limits=None,
-              unsafe_no_sandbox=False, seeds=None):
+              backend="auto", unsafe_no_sandbox=False, seeds=None):
     """Grade a class: yield, in the order of ``subs`` (:class:`.submissions.Submission` items), one
     result of :func:`grade` per submission, ``jobs`` sandboxes at a time (default: the cores), or
     on ``executor`` (a ``concurrent.futures.Executor`` or a dask ``Client``, e.g. from
-    :func:`rcteach.tools.sweep.executor_from`: only :func:`run_sandboxed` runs there; the asks, the
+    :func:`rcteach.sweep.executor_from`: only :func:`run_sandboxed` runs there; the asks, the
     reference answers and the verdicts are computed here, once each).  The results do not depend on
     how many run at once.  ``seeds``: ``{student: seed}`` of the inputs to ask (e.g. the gradebook's,
     to replay a grading); the others get fresh ones.  A submission that cannot be graded is a result
@@ -337,8 +405,11 @@ def grade_all(subs, autograder, *, jobs=None, executor=None, timeout=600, cell_t
     """
     assignment = load(autograder)
     limits = _limits(timeout, limits)
-    cell_timeout = cell_timeout or min(60.0, limits.wall)
-    _require_sandbox(unsafe_no_sandbox)
+    if cell_timeout is not None and not (isinstance(cell_timeout, (int, float)) and cell_timeout > 0):
+        raise ValueError(f"cell_timeout must be a number of seconds > 0, got {cell_timeout!r}")
+    cell_timeout = cell_timeout or limits.wall
+    protected = _protected(autograder)
+    kind = _require_sandbox(unsafe_no_sandbox, backend, protected)
     seeds = seeds or {}
     pool = executor or ThreadPoolExecutor(max_workers=jobs or _cores(), thread_name_prefix="rcteach-grade")
     pending = []
@@ -347,14 +418,14 @@ def grade_all(subs, autograder, *, jobs=None, executor=None, timeout=600, cell_t
             try:
                 if sub.problem is not None:
                     raise submissions.SubmissionError(sub.problem)
-                data, notebook = submissions.read_notebook(sub.path)
+                data, notebook = submissions.read_notebook(sub.path, protected=protected)
                 asked = draw_asks(assignment, seeds.get(sub.student))
             except (ValueError, RuntimeError, OSError) as e:
                 reason = str(e) if isinstance(e, submissions.SubmissionError) else f"{type(e).__name__}: {e}"
                 pending.append((sub, None, reason, None))
                 continue
             pending.append((sub, asked, notebook, pool.submit(run_sandboxed, data, asked.asks, limits, cell_timeout,
-                                                              unsafe_no_sandbox)))
+                                                              unsafe_no_sandbox, kind)))
         for sub, asked, notebook, future in pending:
             if asked is None:
                 yield _not_graded(sub, assignment, notebook)
@@ -374,7 +445,7 @@ def _result(sub, assignment, marks, **fields) -> dict:
     return {"student": sub.student, "notebook": str(sub.path), "assignment": assignment.name,
             "score": sum(m.score for m in marks), "possible": float(sum(assignment.points.values())),
             "tests": [dataclasses.asdict(m) for m in marks], "graded": True, "notes": [], "limits_hit": [],
-            "error": None, "cell_errors": [], "output": "", "seconds": 0.0, "cpu_seconds_reported": None,
+            "error": None, "cell_errors": [], "output": "", "seconds": 0.0, "backend": None, "cpu_seconds_reported": None,
             "seed": None, "asks_sha256": None, **fields}
 
 
@@ -396,13 +467,13 @@ def _judge(sub, assignment, asked: Asked, notebook: dict, out: sandbox.Outcome) 
         return None
 
     marks = [verdict.mark(q, p, asked.asks[q], got.get(q), asked.want[q], why_missing) for q, p in assignment.points.items()]
-    notes = ["stopped: " + "; ".join(out.limits_hit)] if out.limits_hit else []
+    notes = (["stopped: " + "; ".join(out.limits_hit)] if out.limits_hit else []) + verdict.read_notes(out.answers)
     if (error := _failure(out)) is not None:
         notes.append(f"run failed: {error}")
     if (other := submissions.assignment_of(notebook)) not in (None, assignment.name):
         notes.append(f"this notebook is assignment {other} (its metadata), not {assignment.name}: graded as {assignment.name}")
     return _result(sub, assignment, marks, notes=notes, limits_hit=out.limits_hit, error=error, cell_errors=cell_errors,
-                   output=out.output, seconds=out.seconds, cpu_seconds_reported=verdict.read_cpu_seconds(out.answers),
+                   output=out.output, seconds=out.seconds, backend=out.backend, cpu_seconds_reported=verdict.read_cpu_seconds(out.answers),
                    seed=asked.seed, asks_sha256=asked.digest)
 
 

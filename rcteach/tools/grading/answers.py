@@ -26,15 +26,27 @@ from __future__ import annotations
 import base64
 import io
 import math
+import re
 import types
 
 import numpy as np
 
-__all__ = ["ASK", "encode", "decode", "evaluate", "describe", "DecodeError", "MAX_ARRAY", "MAX_DEPTH"]
+__all__ = ["ASK", "encode", "decode", "evaluate", "describe", "printable", "DecodeError", "MAX_ARRAY", "MAX_DEPTH"]
 
 MAX_ARRAY = 1 << 22  #: most elements in one decoded array
 MAX_DEPTH = 16  #: deepest nesting of lists and dicts decoded
 MAX_STR = 1000  #: longest string kept when encoding
+
+
+#: Characters of untrusted text that a terminal or an editor would act on: C0 and C1 controls but
+#: newline and tab, DEL, and Unicode's bidirectional overrides and isolates.
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """Untrusted ``text`` safe to print on a terminal or store: every control character (but
+    newline and tab) and bidirectional override written as its escape (``\\x1b``, ``\\u202e``)."""
+    return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 class DecodeError(ValueError):
@@ -101,7 +113,9 @@ def decode(data, *, tensors=False, depth=0):
     """
     if depth > MAX_DEPTH:
         raise DecodeError("nested too deeply")
-    if data is None or isinstance(data, (bool, int, float, str)):
+    if isinstance(data, str):
+        return printable(data)
+    if data is None or isinstance(data, (bool, int, float)):
         return data
     if isinstance(data, list):
         return [decode(x, tensors=tensors, depth=depth + 1) for x in data]
@@ -119,7 +133,7 @@ def decode(data, *, tensors=False, depth=0):
     if tag in ("tensor", "ndarray") and isinstance(v, str):
         return _array(v, torch=tensors and tag == "tensor")
     if tag == "other" and isinstance(v, str):
-        return Other(v[:200])
+        return Other(printable(v[:200]))
     raise DecodeError(f"unknown plain-data tag {tag!r}")
 
 

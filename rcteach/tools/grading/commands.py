@@ -2,9 +2,12 @@
 
 ``assign [MASTER ...] [--source DIR] [-o OUT] [--check]`` builds the student notebooks and
 autograders (``--check``: and checks each new master, :func:`.authoring.check_assignment`);
-``grade NOTEBOOK_OR_FOLDER ... -a AUTOGRADER [-o OUT] [-j N | --dask ADDRESS] [--replay]`` grades a
-class into the gradebook ``OUT`` (:mod:`.gradebook`).  Exit status 1 when an assignment does not
-build or fails its check, or a submission could not be graded; 2 on a usage error.
+``grade NOTEBOOK_OR_FOLDER ... -a AUTOGRADER [-o OUT] [-j N | --dask ADDRESS] [--replay] [--backend B]`` grades a
+class into the gradebook ``OUT`` (:mod:`.gradebook`); ``gradescope -a AUTOGRADER -o ZIP`` writes a
+Gradescope autograder and ``gradescope-run ROOT`` grades inside it (:mod:`.gradescope`).  Exit status
+1 when an assignment does not build or fails its check, or a submission could not be graded; 2 on a
+usage error.  What a submission chose (its file name, its output) is printed escaped
+(:func:`.answers.printable`): it cannot rewrite the instructor's terminal.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import sys
 
 from .. import _args as arg
 from .._args import UsageError
+from .answers import printable
 
 __all__ = ["add_subcommands"]
 
@@ -61,10 +65,11 @@ def _main_assign(args) -> int:
 
 
 def _line(r: dict) -> str:
+    """The terminal line of one result (escaped: the file name and the notes are the student's)."""
     if not r["graded"]:
-        return f"{r['notebook']}: {r['notes'][0]}"
+        return printable(f"{r['notebook']}: {r['notes'][0]}")
     notes = "; ".join(r["notes"])
-    return f"{r['notebook']}: {r['score']:g} / {r['possible']:g}" + (f"  ({notes})" if notes else "")
+    return printable(f"{r['notebook']}: {r['score']:g} / {r['possible']:g}" + (f"  ({notes})" if notes else ""))
 
 
 def _main_grade(args) -> int:
@@ -77,7 +82,7 @@ def _main_grade(args) -> int:
         raise UsageError("--replay needs -o OUT, the gradebook that holds the seeds")
     grading = _grading()
     try:
-        grading._sandbox()
+        sandbox = grading._sandbox()
     except ImportError as err:  # Windows, macOS: the same for every submission
         raise UsageError(str(err)) from err
     assignment = grading.load(args.autograder)
@@ -94,7 +99,7 @@ def _main_grade(args) -> int:
     seeds = {s.student: seed for s in subs if (seed := book.seed(s.student)) is not None} if args.replay else {}
     executor = None
     if args.dask:
-        from ..sweep import executor_from
+        from ...sweep import executor_from
 
         try:
             executor = executor_from(args.dask)
@@ -103,15 +108,16 @@ def _main_grade(args) -> int:
     failed = 0
     try:
         results = grading.grade_all(subs, args.autograder, jobs=args.jobs, executor=executor, timeout=args.timeout,
+                                    cell_timeout=args.cell_timeout, backend=args.backend,
                                     unsafe_no_sandbox=args.unsafe_no_sandbox, seeds=seeds)
         for r in tqdm(results, total=len(subs), desc="grading", unit="notebook", disable=None, file=sys.stderr):
             tqdm.write(_line(r))
             if not r["graded"]:
-                print(f"{r['notebook']}: could not be graded: {r['error']}", file=sys.stderr)
+                print(printable(f"{r['notebook']}: could not be graded: {r['error']}"), file=sys.stderr)
                 failed += 1
             if book is not None:
                 book.add(r)
-    except grading.sandbox.SandboxUnavailable as e:  # the same for every submission: install bwrap or pass the flag
+    except sandbox.SandboxUnavailable as e:  # the same for every submission: install bwrap or pass the flag
         raise UsageError(str(e)) from e
     finally:
         if executor is not None:
@@ -123,6 +129,21 @@ def _main_grade(args) -> int:
         print(f"-> {args.output}/: {gradebook.SCORES} ({len(book.rows)} students), {gradebook.CANVAS}, "
               f"{gradebook.QUESTIONS}, results/, feedback/")
     return 1 if failed else 0
+
+
+def _main_gradescope(args) -> int:
+    from . import gradescope
+
+    print(gradescope.autograder_zip(args.autograder, args.output, timeout=args.timeout))
+    return 0
+
+
+def _main_gradescope_run(args) -> int:
+    """Always exit 0 with a results.json written: a failure is a result (see :func:`.gradescope.run_submission`)."""
+    from . import gradescope
+
+    gradescope.run_submission(args.root, timeout=args.timeout, backend=args.backend)
+    return 0
 
 
 def _autograder_arg(text: str) -> str:
@@ -155,6 +176,11 @@ def add_subcommands(sub) -> None:
                    help="student notebooks (.ipynb), or folders of them (flat, per student, or nbgrader's submitted/)")
     g.add_argument("-a", "--autograder", type=_autograder_arg, required=True, help="the autograder folder built by `assign`")
     g.add_argument("--timeout", type=arg.positive_float, default=600, help="wall-clock (and CPU) limit per submission in seconds")
+    g.add_argument("--cell-timeout", type=arg.positive_float, default=None,
+                   help="soft limit per cell and per answer in seconds (default: --timeout)")
+    g.add_argument("--backend", choices=grading.BACKENDS, default="auto",
+                   help="bwrap (user namespaces), container (root in a fresh container: runs the submission as an "
+                        "unprivileged user), or auto (bwrap where it works, else container as root)")
     g.add_argument("-o", "--output", default=None,
                    help="gradebook folder: scores.csv (merged by student), canvas.csv, questions.csv, results/, feedback/")
     at_once = g.add_mutually_exclusive_group()
@@ -168,3 +194,13 @@ def add_subcommands(sub) -> None:
     g.add_argument("--unsafe-no-sandbox", action="store_true",
                    help="grade even where no bwrap sandbox works: a submission can then read the answers and change files")
     g.set_defaults(func=_main_grade)
+    z = sub.add_parser("gradescope", help="write a Gradescope autograder zip (setup.sh, run_autograder) for an assignment")
+    z.add_argument("-a", "--autograder", type=_autograder_arg, required=True, help="the autograder folder built by `assign`")
+    z.add_argument("-o", "--output", required=True, help="the zip to write")
+    z.add_argument("--timeout", type=arg.positive_float, default=600, help="wall-clock (and CPU) limit per submission in seconds")
+    z.set_defaults(func=_main_gradescope)
+    r = sub.add_parser("gradescope-run", help="(inside Gradescope's container) grade ROOT/submission into ROOT/results")
+    r.add_argument("root", type=arg.existing_dir, help="the autograder root (/autograder on Gradescope)")
+    r.add_argument("--timeout", type=arg.positive_float, default=600, help="wall-clock (and CPU) limit in seconds")
+    r.add_argument("--backend", choices=grading.BACKENDS, default="auto", help="the sandbox backend (default auto)")
+    r.set_defaults(func=_main_gradescope_run)

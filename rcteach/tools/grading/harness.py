@@ -15,7 +15,8 @@ asks of question ``q`` (see :mod:`.answers`) are answered and written as one JSO
 ``{"error": "Type: message (cell 9, line 3: `code`)"}``.  So a submission that hangs or dies later
 keeps the answers it gave before.  A cell that raises is reported as one line
 ``{"cell_error": {"cell": n, "error": "Type: message", "where": "cell 7, line 2: `code`"}}`` (where
-the innermost frame in a cell was), and the run ends with ``{"cpu_seconds": t}``.
+the innermost frame in a cell was); a cell stopped by the soft limit adds a line ``{"note": "cell N
+was stopped at the per-cell time limit of S s"}``; the run ends with ``{"cpu_seconds": t}``.
 
 Nothing here is trusted: it runs after the student's code, in the same process.  The grader only
 reads the plain data it writes and compares it with answers computed outside; the cell errors and
@@ -193,7 +194,10 @@ def main(argv) -> int:
             except Exception:
                 pass
 
+    stopped = []
+
     def on_alarm(signum, frame):
+        stopped.append(True)
         raise TimeoutError(f"stopped after the time limit of {seconds:g} s")
 
     from traitlets.config import Config
@@ -209,6 +213,7 @@ def main(argv) -> int:
         if check and check.group(1) in asks:
             _write(fd, answer(check.group(1), asks[check.group(1)], namespace, seconds, shell))
         elif not is_otter_cell(source):
+            stopped.clear()
             signal.signal(signal.SIGALRM, on_alarm)
             shell.execution_count = number
             _alarm(seconds)
@@ -219,6 +224,8 @@ def main(argv) -> int:
             error = result.error_before_exec or result.error_in_exec
             if error is not None:
                 _write(fd, {"cell_error": {"cell": number, "error": _one_line(error), "where": _place(shell.where(error))}})
+            if stopped:
+                _write(fd, {"note": f"cell {number} was stopped at the per-cell time limit of {seconds:g} s"})
     signal.signal(signal.SIGALRM, on_alarm)
     for question, question_asks in asks.items():
         _write(fd, answer(question, question_asks, namespace, seconds, shell))

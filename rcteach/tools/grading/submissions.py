@@ -7,8 +7,10 @@ else with a notebook's name — a symbolic link (to a file or a folder: never fo
 outside the folder is ever read), a folder, a FIFO, a device — and a symbolic link to a folder
 become a :class:`Submission` with a ``problem``: a row of ``scores.csv`` with 0 and the reason,
 never silently missing.  A notebook named on the command line must be a regular file too.  A file
-that cannot be read, is larger than :data:`MAX_NOTEBOOK` or is not an nbformat-4 notebook is
-refused when it is read (:func:`read_notebook`, :class:`SubmissionError`), with the reason.
+that cannot be read, is larger than :data:`MAX_NOTEBOOK`, is not a notebook of format 4 or 3, or
+*is* one of the autograder's own files under another name (a hard link to the solutions would
+otherwise score full marks) is refused when it is read (:func:`read_notebook`,
+:class:`SubmissionError`), with the reason.
 
 *Student ids* (:func:`student_id`), one per row of ``scores.csv``: in a flat folder, the notebook's
 name (``alice.ipynb``: ``alice``); in per-student folders, the folder under the root
@@ -126,9 +128,37 @@ def collect(paths, assignment: str) -> list[Submission]:
     return subs
 
 
-def read_notebook(path) -> tuple[bytes, dict]:
-    """The bytes and the parsed JSON of a submitted notebook, read without following a symbolic
-    link; raises :class:`SubmissionError` saying why it cannot be graded."""
+def _file_ids(folders) -> dict[tuple[int, int], set[str]]:
+    """(device, inode) of every regular file under ``folders`` -> the paths it has there."""
+    ids = {}
+    for folder in map(pathlib.Path, folders):
+        for p in folder.rglob("*") if folder.is_dir() else ():
+            try:
+                st = p.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                ids.setdefault((st.st_dev, st.st_ino), set()).add(os.path.abspath(p))
+    return ids
+
+
+def _format_4(notebook: dict) -> dict:
+    """A notebook of format 3 (cells in ``worksheets``, code in ``input``) as format 4, code cells only."""
+    sheets = notebook.get("worksheets")
+    if not (isinstance(sheets, list) and all(isinstance(s, dict) and isinstance(s.get("cells"), list) for s in sheets)):
+        raise SubmissionError("not a notebook: format 3 whose 'worksheets' is not a list of worksheets with cells")
+    cells = [c for sheet in sheets for c in sheet["cells"]]
+    if not all(isinstance(c, dict) for c in cells):
+        raise SubmissionError("not a notebook: a cell is not a JSON object")
+    return {"nbformat": 4, "nbformat_minor": 0, "metadata": notebook.get("metadata", {}),
+            "cells": [{"cell_type": c.get("cell_type"), "metadata": {}, "source": c.get("input", "")} for c in cells]}
+
+
+def read_notebook(path, *, protected=()) -> tuple[bytes, dict]:
+    """The bytes and the parsed JSON of a submitted notebook (format 4; one of format 3 converted),
+    read without following a symbolic link; raises :class:`SubmissionError` saying why it cannot
+    be graded.  ``protected``: folders (the autograder's, the masters') whose files it must not be
+    under another name."""
     if (problem := _problem(pathlib.Path(path))) is not None:
         raise SubmissionError(problem)
     try:
@@ -140,13 +170,19 @@ def read_notebook(path) -> tuple[bytes, dict]:
         info = os.fstat(f.fileno())
         if not stat.S_ISREG(info.st_mode):  # replaced since it was looked at
             raise SubmissionError(f"{_kind(info.st_mode)}, not a notebook file")
+        own = _file_ids(protected).get((info.st_dev, info.st_ino))
+        if own is not None and os.path.abspath(path) not in own:  # the same file under another name: a link
+            raise SubmissionError("one of the assignment's own files (a link to the solutions or the answer key)")
         data = f.read(MAX_NOTEBOOK + 1)
     if len(data) > MAX_NOTEBOOK:
         raise SubmissionError(f"larger than {MAX_NOTEBOOK >> 20} MiB")
     try:
         notebook = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise SubmissionError(f"not a notebook: not valid JSON ({str(e)[:120]})") from None
+    if isinstance(notebook, dict) and notebook.get("nbformat") == 3:
+        notebook = _format_4(notebook)
+        data = json.dumps(notebook).encode()
     if not (isinstance(notebook, dict) and notebook.get("nbformat") == 4 and isinstance(notebook.get("cells"), list)):
         raise SubmissionError("not a notebook: no nbformat-4 cells (save it from Jupyter as .ipynb)")
     return data, notebook

@@ -29,10 +29,10 @@ import math
 
 import numpy as np
 
-from .answers import DecodeError, Other, decode, describe
+from .answers import DecodeError, Other, decode, describe, printable
 
-__all__ = ["Error", "AnyOf", "read_answers", "read_cell_errors", "read_cpu_seconds", "same", "explain", "mark", "Mark",
-           "MAX_LINE"]
+__all__ = ["Error", "AnyOf", "read_answers", "read_cell_errors", "read_cpu_seconds", "read_notes", "same", "explain", "mark",
+           "Mark", "MAX_LINE"]
 
 MAX_LINE = 16 << 20  #: longest answer line read (bytes)
 MAX_CELL_ERRORS = 50  #: most cell-error reports kept from one run
@@ -59,14 +59,14 @@ def read_answers(data: bytes, asks: dict) -> dict:
             if question not in asks or not isinstance(answers, list) or len(answers) != len(asks[question]):
                 continue
             found[question] = [_one(a) for a in answers]
-        except (ValueError, KeyError, TypeError, DecodeError, RecursionError):
+        except Exception:  # noqa: BLE001 - whatever the record is built to raise, it is ignored
             continue
     return found
 
 
 def read_cell_errors(data: bytes) -> list[dict]:
     """The cells that raised, from the answer stream's ``{"cell_error": ...}`` records (untrusted:
-    only well-formed ones, strings shortened): ``[{"cell": n, "error": "Type: message", "where":
+    only well-formed ones, strings shortened and escaped): ``[{"cell": n, "error": "Type: message", "where":
     "cell 7, line 2: `code`" or ""}]``, in the order they ran."""
     found = []
     for line in data.split(b"\n"):
@@ -78,7 +78,7 @@ def read_cell_errors(data: bytes) -> list[dict]:
         except (ValueError, KeyError, TypeError, RecursionError):
             continue
         if type(cell) is int and isinstance(error, str) and isinstance(where, str):
-            found.append({"cell": cell, "error": error[:300], "where": where[:300]})
+            found.append({"cell": cell, "error": printable(error[:300]), "where": printable(where[:300])})
     return found
 
 
@@ -94,36 +94,57 @@ def read_cpu_seconds(data: bytes) -> float | None:
     return None
 
 
+def read_notes(data: bytes, limit: int = 20) -> list[str]:
+    """The harness's notes in the answer stream (``{"note": text}`` records, e.g. a cell stopped at
+    the per-cell limit): the submission's own word, shortened, escaped, at most ``limit``."""
+    notes = []
+    for line in data.split(b"\n"):
+        if len(notes) >= limit or not line.startswith(b'{"note"') or len(line) > 4096:
+            continue
+        try:
+            note = json.loads(line)["note"]
+        except (ValueError, KeyError, TypeError):
+            continue
+        if isinstance(note, str):
+            notes.append(printable(note[:200]))
+    return notes
+
+
 def _one(item):
     if isinstance(item, dict) and set(item) == {"ok"}:
         return decode(item["ok"])
     if isinstance(item, dict) and set(item) == {"error"} and isinstance(item["error"], str):
-        return Error(item["error"][:300])
+        return Error(printable(item["error"][:300]))
     raise DecodeError("an answer is neither ok nor error")
 
 
 def _numbers(x) -> np.ndarray | None:
     """``x`` as a numpy array when it is numeric data (a number, a boolean, a numeric array, or a
-    non-empty list of them of one shape, as a tuple answer or a tensor's ``tolist()``), else None."""
+    non-empty list of them of one shape, as a tuple answer or a tensor's ``tolist()``), else None
+    (also for an integer beyond the range of floats)."""
     if isinstance(x, np.ndarray):
-        return x
-    if isinstance(x, (bool, int, float, complex)):
-        return np.asarray(x)
-    if isinstance(x, list) and x:
+        arr = x
+    elif isinstance(x, (bool, int, float, complex)) or (isinstance(x, list) and x):
         try:
             arr = np.asarray(x)
         except (ValueError, TypeError, OverflowError):  # ragged, or not numbers
             return None
-        return arr if arr.dtype.kind in "biufc" else None
-    return None
+    else:
+        return None
+    return arr if arr.dtype.kind in "biufc" else None
 
 
 def _within(g: np.ndarray, w: np.ndarray, rtol, atol) -> np.ndarray:
-    """Entrywise: ``|g - w| <= atol + rtol * |w|`` for finite entries, equality for infinite ones, never NaN."""
+    """Entrywise: ``|g - w| <= atol + rtol * |w|`` for finite entries, equality for infinite ones, never NaN;
+    computed without overflow: both sides are divided by their largest finite component first (the
+    difference of two values near the largest float, or the modulus of a complex one, would
+    overflow to inf and make anything "close")."""
     g, w = (a.astype(np.result_type(a, np.float64)) for a in (g, w))
     finite = np.isfinite(g) & np.isfinite(w)
-    with np.errstate(invalid="ignore", over="ignore"):
-        close = np.abs(g - w) <= atol + rtol * np.abs(w)
+    with np.errstate(all="ignore"):
+        parts = [p[finite] for a in (g, w) for p in (a.real, a.imag)]
+        scale = max(float(np.max(np.abs(p))) if p.size else 0.0 for p in parts) or 1.0
+        close = np.abs(g / scale - w / scale) <= atol / scale + rtol * np.abs(w / scale)
     return np.where(finite, close, (g == w) & ~np.isnan(g))
 
 
@@ -150,6 +171,8 @@ def same(got, want, rtol=1e-9, atol=0.0) -> bool:
     if w is not None:
         g = _numbers(got)
         return g is not None and _same_numbers(g, w, rtol, atol)
+    if isinstance(want, int) and not isinstance(want, bool):  # beyond the range of floats: only the same integer
+        return type(got) is int and got == want
     if want is None or isinstance(want, str):
         return type(got) is type(want) and got == want
     if isinstance(want, list):
@@ -274,20 +297,32 @@ def mark(question: str, points: float, asks: list, got: list | None, want: list,
 
     ``why_missing(name)``: optional, the reason a name the submission never defined is missing
     (e.g. the cell that assigns it raised), added to the feedback of a ``NameError``.
+
+    An answer that cannot even be compared (any exception while judging it) is a mismatch with a
+    note: judging one submission never stops the grading of the others.
     """
     if got is None:
         return Mark(question, 0.0, points, ["no answer: the notebook stopped (or hid the answer) before this question"])
     feedback = []
     for ask, g, w in zip(asks, got, want):
-        if same(g, w, ask["rtol"], ask["atol"]):
-            continue
-        if isinstance(g, Error) and "forbids" in g:
-            feedback.append(f"{ask['label']}: calls a helper this question forbids ({', '.join(ask['forbid'])})")
-        elif isinstance(g, Error):
-            reason = why_missing(ask["name"]) if why_missing and g.startswith("NameError") else None
-            feedback.append(f"{ask['label']}: raised {g}" + (f"; {reason}" if reason else ""))
-        elif ask["kind"] == "expr":
-            feedback.append(f"{ask['label']}: {_explain_expr(ask, g, w[0] if isinstance(w, AnyOf) else w)}")
-        else:
-            feedback.append(f"{ask['label']}: {explain(g, w, ask['rtol'], ask['atol'])}")
+        try:
+            line = _judge(ask, g, w, why_missing)
+        except Exception as e:  # noqa: BLE001 - an answer built to break the comparison
+            line = f"{ask['label']}: could not be compared with the expected answer ({type(e).__name__})"
+        if line is not None:
+            feedback.append(line)
     return Mark(question, 0.0 if feedback else float(points), float(points), feedback)
+
+
+def _judge(ask, g, w, why_missing) -> str | None:
+    """None when the answer ``g`` matches ``w``, else the feedback line."""
+    if same(g, w, ask["rtol"], ask["atol"]):
+        return None
+    if isinstance(g, Error) and "forbids" in g:
+        return f"{ask['label']}: calls a helper this question forbids ({', '.join(ask['forbid'])})"
+    if isinstance(g, Error):
+        reason = why_missing(ask["name"]) if why_missing and g.startswith("NameError") else None
+        return f"{ask['label']}: raised {g}" + (f"; {reason}" if reason else "")
+    if ask["kind"] == "expr":
+        return f"{ask['label']}: {_explain_expr(ask, g, w[0] if isinstance(w, AnyOf) else w)}"
+    return f"{ask['label']}: {explain(g, w, ask['rtol'], ask['atol'])}"
