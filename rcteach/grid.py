@@ -79,8 +79,8 @@ import torch
 from . import _validate, denormals
 from .attention import LN2
 from .device import resolve
-from .grid_kernels import (_centred_softmax, _draws, _initial, _layernorm, _metrics, _mm, _mm_lower, _Rotation, bartlett,
-                           centred_softmax)
+from .grid_kernels import (_draws, _initial, _layernorm, _metrics, _mm, _mm_lower, _Rotation, bartlett, centred_softmax,
+                           centred_softmax_unchecked)
 from .sweep import SweepTable, check_executor, point_seed, sweep
 from .top_eigen import top_and_rest
 from .width import width_dims
@@ -189,9 +189,9 @@ def _run(names, T, d, depth, seeds, seed, authors_skip, dtype, device) -> dict:
             L = bartlett(p, d, gens=gens, seeds=seeds, dtype=dtype, device=device)
             H = O(Z)  # tokens
             C = O(torch.cat([torch.zeros_like(Z[:, :1]), Z[:, 1:]], dim=1))  # centred tokens
-            B, log_att = _centred_softmax(_mm(_mm(H, G), _mm(C, L).mT) / d ** 1.5, 2 * log_norm)
+            B, log_att = centred_softmax_unchecked(_mm(_mm(H, G), _mm(C, L).mT) / d ** 1.5, 2 * log_norm)
         else:
-            B, log_att = _centred_softmax(math.sqrt(LN2) * _draws(gens, seeds, (T, T), dtype, device))
+            B, log_att = centred_softmax_unchecked(math.sqrt(LN2) * _draws(gens, seeds, (T, T), dtype, device))
         # rotated A_perp, times exp(log_att) for A = 11^T/T + A_perp (rotated: e_0 e_0^T + its A_perp)
         At = O.conjugate(B) * torch.where(centred, 0.0, log_att).exp().to(dtype)[:, None, None]
         At[:, :, 0] = 0.0  # A_perp 1 = 0, written in exactly

@@ -82,10 +82,10 @@ def centred_softmax(logits, log_scale=None) -> tuple[torch.Tensor, torch.Tensor]
                             f"got {log_scale!r}")
         if not torch.isfinite(log_scale).all():
             raise ValueError("log_scale must have finite entries (found NaN or inf)")
-    return _centred_softmax(logits, log_scale)
+    return centred_softmax_unchecked(logits, log_scale)
 
 
-def _centred_softmax(logits, log_scale=None) -> tuple[torch.Tensor, torch.Tensor]:
+def centred_softmax_unchecked(logits, log_scale=None) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`centred_softmax` without the input checks (the grid's inner loop)."""
     T = logits.shape[-1]
     dt = logits.dtype

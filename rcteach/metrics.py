@@ -127,10 +127,11 @@ def spectrum(A) -> torch.Tensor:
 
     From :func:`rcteach.linalg.eigvals`, which survives a failing LAPACK driver (exactly degenerate
     input such as the uniform attention 11^T/T makes MKL's ``geev`` fail on some CPUs)."""
-    return _spectrum(_validate.matrix("A", A, square=True))
+    return spectrum_unchecked(_validate.matrix("A", A, square=True))
 
 
-def _spectrum(A):
+def spectrum_unchecked(A):
+    """:func:`spectrum` of a validated A: no checks."""
     ev = linalg.eigvals_unchecked(A)  # (*batch, T)
     order = ev.abs().argsort(dim=-1, descending=True, stable=True)
     return ev.gather(-1, order)
@@ -150,7 +151,7 @@ class SpectralGap(NamedTuple):
 
 def spectral_gap(A) -> SpectralGap:
     """Outlier lambda_1 and bulk radius |lambda_2| of square A (*batch, T, T), T >= 2."""
-    ev = _spectrum(_validate.matrix("A", A, square=True, min_rows=2))
+    ev = spectrum_unchecked(_validate.matrix("A", A, square=True, min_rows=2))
     return SpectralGap(outlier=ev[..., 0], bulk_radius=ev[..., 1].abs())
 
 
