@@ -91,9 +91,11 @@ book: vendor setup
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(VENV)/bin/jupyter-book build . --all --warningiserror --keep-going
 	@echo "Book built: open _build/html/index.html"
 
-# Each of the $(JOBS) workers (and the kernels it starts) gets one BLAS/OpenMP thread: with
-# more, dense eigensolvers on 2 cores slow down many times over.
+# First the linter (ruff, < 1 s; pyproject.toml: [tool.ruff]), then the tests.  Each of the $(JOBS)
+# workers (and the kernels it starts) gets one BLAS/OpenMP thread: with more, dense eigensolvers on
+# 2 cores slow down many times over.
 test: setup setup-assign setup-cluster
+	$(VENV)/bin/ruff check rcteach tests
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) --dist loadscope --nbval-lax -p no:cacheprovider
 
 check: setup

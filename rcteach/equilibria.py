@@ -69,7 +69,8 @@ def _weights(X, W_V, B):
     for name, W in (("W_V", W_V), ("B", B)):
         _validate.broadcast(name, W.shape[:-2], "X", X.shape[:-2])
         if W.dtype != X.dtype or W.device != X.device:
-            raise TypeError(f"{name} must have X's dtype and device ({X.dtype}, {X.device}), got ({W.dtype}, {W.device})")
+            raise TypeError(f"{name} must have X's dtype and device ({X.dtype}, {X.device}), got ({W.dtype}, "
+                            f"{W.device})")
     return W_V, B
 
 
@@ -129,7 +130,8 @@ def tangent_basis(X) -> torch.Tensor:
         raise ValueError(f"X must be a single (N, d) state here, got shape {tuple(X.shape)}")
     N, d = X.shape
     if d < 2:
-        raise ValueError(f"X must have d >= 2 columns (the unit sphere S^(d-1) needs d >= 2), got shape {tuple(X.shape)}")
+        raise ValueError(f"X must have d >= 2 columns (the unit sphere S^(d-1) needs d >= 2), got shape "
+                         f"{tuple(X.shape)}")
     norms = torch.linalg.vector_norm(X, dim=-1)
     if not torch.allclose(norms, torch.ones_like(norms), atol=1e-8):
         raise ValueError("X must have unit-norm tokens (rows)")

@@ -40,7 +40,8 @@ from .norms import NORMS, normalise_unchecked
 from .theory import LN2
 from .tokens import orthogonal_matrix
 
-__all__ = ["VALUES", "NORM_POSITIONS", "LayerConfig", "LayerWeights", "check_weight", "check_logit_bias", "draw_weights", "draw_keep", "layer",
+__all__ = ["VALUES", "NORM_POSITIONS", "LayerConfig", "LayerWeights", "check_weight", "check_logit_bias",
+           "draw_weights", "draw_keep", "layer",
            "on_tokens"]
 
 VALUES = ("gaussian", "orthogonal", "identity")
@@ -56,7 +57,8 @@ class LayerConfig:
     factor of E||X||_F^2 (E||Y W_V||_F^2 = value_var d ||Y||_F^2), so value_var = 1/d keeps the norm.
     """
 
-    attention: str = "iid"  # "iid": logits beta g, g_ij ~ N(0, s2) i.i.d. of X; "qk": beta (X W_Q)(X W_K)^T / sqrt(d_qk)
+    # "iid": logits beta g, g_ij ~ N(0, s2) i.i.d. of X; "qk": beta (X W_Q)(X W_K)^T / sqrt(d_qk)
+    attention: str = "iid"
     s2: float = LN2  # logit variance ("qk": W_Q, W_K entries N(0, sqrt(s2)), rcteach.logits.qk_weights)
     beta: float = 1.0  # inverse temperature, multiplies the logits; 0 gives uniform attention over the mask
     mask: torch.Tensor | None = None  # bool (T, T) or (*batch, T, T): mask[i, j] iff token i may attend to j

@@ -238,7 +238,8 @@ def width_explorer(*, T_range=(16, 128), gamma=0.5, s2=LN2, gram=False, points=6
     checks the starting values; precomputed over the largest T and γ.
     """
     data = ex.width_data(T_range, gamma, s2, gram=gram, points=points, seeds=seeds, seed=seed)
-    (lo, hi), gamma, s2, gram, points, seeds, seed = (data.params[k] for k in ("T_range", "gamma", "s2", "gram", "points",
+    (lo,
+     hi), gamma, s2, gram, points, seeds, seed = (data.params[k] for k in ("T_range", "gamma", "s2", "gram", "points",
                                                                               "seeds", "seed"))
     controls = dict(
         T_range=ipywidgets.IntRangeSlider(value=(lo, hi), min=min(8, lo), max=max(1024, hi), step=8,

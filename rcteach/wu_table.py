@@ -33,10 +33,12 @@ __all__ = ["PUBLISHED_TABLE", "PAPER_SETTING", "PATTERN", "LNRow", "rho_from_mu0
 #: matches T = 100 LayerNorm-ed tokens of width d = 768 (mu_0^2 ~ d (T - 1)), and the complete
 #: mask's 4.6e-5 is the float32 round-off floor of that network (check "ln-complete-float32-floor").
 PUBLISHED_TABLE = {
-    "complete": {0: (274.76, 2.05), 32: (4.61e-5, None), 64: (4.63e-5, None), 96: (4.64e-5, None), 128: (4.62e-5, None)},
+    "complete": {0: (274.76, 2.05), 32: (4.61e-5, None), 64: (4.63e-5, None), 96: (4.64e-5, None),
+                 128: (4.62e-5, None)},
     "causal": {0: (274.78, 2.07), 32: (47.12, 16.24), 64: (67.96, 12.34), 96: (82.95, 11.53), 128: (92.33, 11.63)},
     "sliding": {0: (274.69, 1.94), 32: (111.67, 3.47), 64: (95.40, 4.88), 96: (85.63, 5.55), 128: (79.99, 5.62)},
-    "sliding-causal": {0: (274.79, 2.01), 32: (161.07, 2.52), 64: (160.51, 3.89), 96: (164.17, 5.30), 128: (165.21, 5.42)},
+    "sliding-causal": {0: (274.79, 2.01), 32: (161.07, 2.52), 64: (160.51, 3.89), 96: (164.17, 5.30),
+                       128: (165.21, 5.42)},
 }
 
 

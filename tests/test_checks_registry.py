@@ -149,13 +149,15 @@ def test_registry_returns_a_copy(throwaway):
 def test_register_records_the_check(throwaway):
     name = throwaway()
 
-    @register(name, claim="two is two", source="exact", tolerance_note="exact", mutants=ONE_OFF, quick=dict(x=2), full=dict(x=3))
+    @register(name, claim="two is two", source="exact", tolerance_note="exact", mutants=ONE_OFF, quick=dict(x=2),
+              full=dict(x=3))
     def f(*, x):
         return Comparison(2, x)
 
     assert f(x=2).passed  # the decorator returns the function itself
     check = all_checks()[name]
-    assert (check.name, check.claim, check.source, check.tolerance_note, check.func) == (name, "two is two", "exact", "exact", f)
+    assert ((check.name, check.claim, check.source, check.tolerance_note, check.func)
+            == (name, "two is two", "exact", "exact", f))
     assert check.quick == {"x": 2} and check.full == {"x": 3}
     assert list(all_checks())[-1] == name  # registration order
 
@@ -168,7 +170,8 @@ def test_register_rejects_duplicates(throwaway):
         register(name, claim="b", source="derived", tolerance_note="n", mutants=ONE_OFF)(lambda: Comparison(0, 1))
     assert all_checks()[name] is original
     with pytest.raises(ValueError, match="already registered"):
-        register("row-stochastic", claim="b", source="exact", tolerance_note="n", mutants=ONE_OFF)(lambda: Comparison(0, 1))
+        register("row-stochastic", claim="b", source="exact", tolerance_note="n",
+                 mutants=ONE_OFF)(lambda: Comparison(0, 1))
 
 
 def test_register_rejects_unknown_source(throwaway):
@@ -251,7 +254,8 @@ def test_run_check_errors(echo):
 def test_run_checks_by_pattern(throwaway):
     prefix = throwaway("group")
     for i, measured in enumerate((0, 0, 1)):
-        register(f"{prefix}-{i}", claim="c", source="exact", tolerance_note="n", mutants=ONE_OFF)(lambda m=measured: Comparison(0, m))
+        register(f"{prefix}-{i}", claim="c", source="exact", tolerance_note="n",
+                 mutants=ONE_OFF)(lambda m=measured: Comparison(0, m))
     results = run_checks(pattern=f"{prefix}-*")
     assert [r.check.name for r in results] == [f"{prefix}-{i}" for i in range(3)]
     assert [r.passed for r in results] == [True, True, False]
@@ -291,7 +295,8 @@ def test_results_table(results):
     table = results_table(results)
     lines = table.splitlines()
     assert lines[-1] == "1 passed, 1 failed"
-    assert lines[0].split() == ["check", "source", "setting", "predicted", "measured", "tolerance", "resolves", "result"]
+    assert lines[0].split() == ["check", "source", "setting", "predicted", "measured", "tolerance", "resolves",
+                                "result"]
     assert set(lines[1]) <= {"-", " "}
     assert results[0].check.name in lines[2] and lines[2].rstrip().endswith("PASS")
     assert results[1].check.name in lines[3] and lines[3].rstrip().endswith("FAIL")
@@ -385,7 +390,8 @@ def test_check_displays_html_in_ipython(pair, monkeypatch):
     monkeypatch.setattr(IPython, "get_ipython", lambda: object())
     monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
     rcteach.check(f"{pair}-a")
-    assert len(shown) == 1 and shown[0].data.startswith("<table class='rcteach-checks'>") and f"{pair}-a" in shown[0].data
+    assert len(shown) == 1
+    assert shown[0].data.startswith("<table class='rcteach-checks'>") and f"{pair}-a" in shown[0].data
 
 
 def test_check_errors(pair):

@@ -64,7 +64,8 @@ def mask_data(kind="causal", *, T=10, window=2, beta=1.0, norm=None, values="ort
     traj = propagate(X0, depth, attention="qk", s2=s2, beta=beta, mask=mask, norm=norm, values=values,
                      value_var=1.0 / d, seed=seed + 1)
     cpu = mask.cpu()
-    graph = dict(strongly_connected=is_strongly_connected(cpu), quasi_strongly_connected=is_quasi_strongly_connected(cpu),
+    graph = dict(strongly_connected=is_strongly_connected(cpu),
+                 quasi_strongly_connected=is_quasi_strongly_connected(cpu),
                  diameter=diameter(cpu), centre_eccentricity=centre_eccentricity(cpu))
     return MaskData(
         params=dict(kind=kind, T=T, window=window if kind.startswith("sliding") else None, beta=beta,

@@ -8,7 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from .. import _validate, linalg, theory
 from ..attention import ACTIVATIONS, LN2, attention_map, random_attention
@@ -87,7 +86,8 @@ def spectrum_data(T=256, s2=LN2, *, activation="softmax", bias=0.0, centred=Fals
         A = attention_map(logits, activation=activation, bias=bias, centred=centred)  # (T, T)
     radius = theory.map_bulk_radius(T, activation, s2, bias)
     return SpectrumData(
-        params=dict(T=T, s2=s2, activation=activation, bias=bias, centred=centred, attention=attention, d_qk=d_qk, seed=seed),
+        params=dict(T=T, s2=s2, activation=activation, bias=bias, centred=centred, attention=attention, d_qk=d_qk,
+                    seed=seed),
         eigenvalues=to_numpy(spectrum(A)),
         singular_values=to_numpy(linalg.svdvals(A)),
         predicted_radius=radius,
@@ -116,7 +116,8 @@ def spectrum_figure(data: SpectrumData, fig=None):
     p = data.params
     fig = reused(fig, "spectrum", _spectrum_layout)
     a = fig.rcteach_layout
-    name = ("A⊥" if p["centred"] else "A") + f" ({p['activation']}, {'i.i.d.' if p['attention'] == 'iid' else 'QKᵀ, d_qk=%d' % p['d_qk']})"
+    logits = "i.i.d." if p["attention"] == "iid" else f"QKᵀ, d_qk={p['d_qk']}"
+    name = ("A⊥" if p["centred"] else "A") + f" ({p['activation']}, {logits})"
     ev, r, z = data.eigenvalues, data.predicted_radius, data.predicted_outlier
     a["ax_e"].set_title(f"Eigenvalues of {name}, T={p['T']}, s²={p['s2']:.3g}")
     a["eigenvalues"].set_offsets(np.column_stack([ev.real, ev.imag]))
