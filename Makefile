@@ -1,7 +1,7 @@
 # Two commands for a fresh machine (Python 3.11+):
 #   make book   set up .venv, build the executed book from a clean tree -> _build/html/index.html
-#   make test   set up .venv, run the whole test suite (unit tests, every chapter under nbval,
-#               the book build with warnings as errors)
+#   make test   set up .venv, lint (ruff), run the whole test suite (unit tests, docstring examples,
+#               every chapter under nbval, the book build with warnings as errors)
 #   make vendor  (run by `make book` and the book test) fetch MathJax 3, RequireJS and the widget
 #               embedder from the npm registry into vendor/ (git-ignored): the built HTML serves
 #               them itself, so it works with no network.  Needs npm (from the system package
