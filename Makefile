@@ -1,7 +1,7 @@
 # Two commands for a fresh machine (Python 3.11+):
 #   make book   set up .venv, build the executed book from a clean tree -> _build/html/index.html
-#   make test   set up .venv, run the whole test suite (unit tests, every chapter under nbval,
-#               the book build with warnings as errors)
+#   make test   set up .venv, lint (ruff), run the whole test suite (unit tests, docstring examples,
+#               every chapter under nbval, the book build with warnings as errors)
 #   make vendor  (run by `make book` and the book test) fetch MathJax 3, RequireJS and the widget
 #               embedder from the npm registry into vendor/ (git-ignored): the built HTML serves
 #               them itself, so it works with no network.  Needs npm (from the system package
@@ -91,9 +91,11 @@ book: vendor setup
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(VENV)/bin/jupyter-book build . --all --warningiserror --keep-going
 	@echo "Book built: open _build/html/index.html"
 
-# Each of the $(JOBS) workers (and the kernels it starts) gets one BLAS/OpenMP thread: with
-# more, dense eigensolvers on 2 cores slow down many times over.
+# First the linter (ruff, < 1 s; pyproject.toml: [tool.ruff]), then the tests.  Each of the $(JOBS)
+# workers (and the kernels it starts) gets one BLAS/OpenMP thread: with more, dense eigensolvers on
+# 2 cores slow down many times over.
 test: setup setup-assign setup-cluster
+	$(VENV)/bin/ruff check rcteach tests
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) --dist loadscope --nbval-lax -p no:cacheprovider
 
 check: setup

@@ -15,7 +15,7 @@ import sys as _sys
 if _sys.argv[:1] == ["-m"] and not _sys.flags.safe_path and _sys.path[:1] == [_os.getcwd()]:
     del _sys.path[0]
 
-from . import _deprecation, linalg, plotting, theory, threads
+from . import linalg, plotting, theory, threads
 from .attention import attention_map, centre, qk_attention, random_attention, uniform_attention
 from .checks import check, run_check, run_checks
 from .depth import LayerGradients, Trajectory, propagate, weight_gradients
@@ -43,13 +43,6 @@ from .width import width_stable_ranks
 # torch's intra-op threads for the kit's small batched work: $RCTEACH_THREADS, else the user's
 # $OMP_NUM_THREADS / $MKL_NUM_THREADS, else one (rcteach.threads).
 threads.configure()
-
-# Modules that moved (tools into rcteach.tools, the Wu et al. table experiment to wu_table): the old
-# import paths keep working for one release, with a DeprecationWarning.  (rcteach.sweep is the core
-# sweep engine again: it moved back from rcteach.tools.sweep.)
-_deprecation.moved_modules({**{f"rcteach.{tool}": f"rcteach.tools.{tool}"
-                               for tool in ("bench", "cli", "grading", "student")},
-                            "rcteach.layernorm": "rcteach.wu_table"})
 
 __version__ = "0.1.0"
 

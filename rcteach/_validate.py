@@ -17,7 +17,8 @@ from collections.abc import Iterable
 import numpy as np
 import torch
 
-__all__ = ["LOG_FLOAT_MAX", "integer", "seed", "real", "log_variance", "flag", "choice", "bias", "batch_shape", "broadcast",
+__all__ = ["LOG_FLOAT_MAX", "integer", "seed", "real", "log_variance", "flag", "choice", "bias", "batch_shape",
+           "broadcast",
            "device", "dtype", "matrix", "values", "regime", "finite_result"]
 
 LOG_FLOAT_MAX = math.log(sys.float_info.max)  # ~709.78: e^x overflows float64 above it
@@ -197,7 +198,8 @@ def finite_result(fn):
         if not all(math.isfinite(v) if isinstance(v, float) else bool(torch.isfinite(v).all())
                    for v in values if isinstance(v, (float, torch.Tensor))):
             given = ", ".join([*map(_short, args), *(f"{k}={_short(v)}" for k, v in kwargs.items())])
-            raise ValueError(f"{fn.__name__}({given}) overflows or underflows float64: these arguments (s2 in particular, "
+            raise ValueError(f"{fn.__name__}({given}) overflows or underflows float64: these arguments (s2 in "
+                             f"particular, "
                              "c = e^s2 - 1) are far outside the range the formula describes")
         return out
 

@@ -26,12 +26,10 @@ tokens themselves (:func:`qk_attention`).
 from __future__ import annotations
 
 import math
-import sys
-import types
 
 import torch
 
-from . import _deprecation, _validate
+from . import _validate
 from .device import make_generator, resolve
 from .logits import qk_logits, qk_weights, random_logits
 from .masks import check_mask
@@ -72,10 +70,10 @@ def centre(A: torch.Tensor, mask=None) -> torch.Tensor:
     if mask is not None:
         mask = check_mask(mask, A.shape[-1])
         _validate.broadcast("mask", mask.shape[:-2], "A", A.shape[:-2])
-    return _centre(A, mask)
+    return centre_unchecked(A, mask)
 
 
-def _centre(A, mask):
+def centre_unchecked(A, mask):
     """:func:`centre` of a validated A and mask (None or boolean (T, T), any device)."""
     if mask is None:
         return A - A.mean(-1, keepdim=True)
@@ -92,10 +90,11 @@ def attention_map(logits: torch.Tensor, mask=None, *, activation="softmax", bias
     if mask is not None:
         mask = check_mask(mask, logits.shape[-1]).to(logits.device)
         _validate.broadcast("mask", mask.shape[:-2], "logits", logits.shape[:-2])
-    return _attention_map(logits, mask, activation=activation, bias=bias, centred=_validate.flag("centred", centred))
+    centred = _validate.flag("centred", centred)
+    return attention_map_unchecked(logits, mask, activation=activation, bias=bias, centred=centred)
 
 
-def _attention_map(logits, mask, *, activation="softmax", bias=0.0, centred=False):
+def attention_map_unchecked(logits, mask, *, activation="softmax", bias=0.0, centred=False):
     """:func:`attention_map` of validated arguments, ``mask`` None or on the logits' device: no checks,
     for the layers of :func:`rcteach.propagate`, validated once at their entry."""
     T = logits.shape[-1]
@@ -110,7 +109,7 @@ def _attention_map(logits, mask, *, activation="softmax", bias=0.0, centred=Fals
         else:
             allowed = mask.to(f.dtype)
             A = f * allowed / allowed.sum(-1, keepdim=True)
-    return _centre(A, mask) if centred else A
+    return centre_unchecked(A, mask) if centred else A
 
 
 def random_attention(
@@ -135,6 +134,12 @@ def random_attention(
     Returns
     -------
     Tensor, shape (*batch, T, T)
+
+    Examples
+    --------
+    >>> A = rcteach.random_attention(256, seed=0)  # s2 = ln 2: c = e^{s2} - 1 = 1
+    >>> A.shape, bool(torch.allclose(A.sum(-1), torch.ones(256, dtype=torch.float64)))  # row-stochastic
+    (torch.Size([256, 256]), True)
     """
     logits = random_logits(T, s2, batch=batch, seed=seed, generator=generator, device=device, dtype=dtype)
     return attention_map(logits, activation=activation, bias=bias, centred=centred)
@@ -179,15 +184,3 @@ def noniso_attention(T, d, s2=LN2, *, seeds=1, seed=None, device=None, dtype=Non
         gen = make_generator((seed + 1) % 2**64, None, device)
     W_Q, W_K = qk_weights(d, d, s2, batch=(seeds,), generator=gen, device=device, dtype=dtype)
     return qk_attention(X, W_Q, W_K)
-
-
-class _CallableModule(types.ModuleType):
-    """This module, still callable as the function it was named after before ``qk_attention``."""
-
-    def __call__(self, *args, **kwargs):
-        _deprecation.warn("rcteach.attention(...)", "rcteach.qk_attention(...)")
-        return qk_attention(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
-__getattr__ = _deprecation.moved_attributes(__name__, {"attention": "rcteach.attention:qk_attention"})

@@ -54,6 +54,7 @@ def flush_denormals(enabled: bool = True):
 
 
 def for_float32(dtype, device):
-    """:func:`flush_denormals` for float32 work on the CPU (where subnormal states arise and cost), else a no-op block."""
+    """:func:`flush_denormals` for float32 work on the CPU (where subnormal states arise and cost), else a no-op
+    block."""
     on = dtype == torch.float32 and torch.device(device).type == "cpu"
     return flush_denormals() if on else contextlib.nullcontext()

@@ -1,6 +1,7 @@
 """Signal propagation through a stack of attention layers at initialisation.
 
-Introduced in chapters "Rank collapse in depth" (book/05_depth.md) and "Norms and gradients" (book/06_norms_gradients.md).
+Introduced in chapters "Rank collapse in depth" (book/05_depth.md) and "Norms and gradients"
+(book/06_norms_gradients.md).
 
 :func:`propagate` runs ``depth`` layers (:func:`rcteach.layer`, configured by a
 :class:`rcteach.LayerConfig`) on tokens X0 (*batch, T, d) and records, for every layer ℓ = 0..depth,
@@ -20,16 +21,13 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from . import _deprecation, _validate, denormals
+from . import _validate, denormals
 from .attention import ATTENTIONS  # noqa: F401 (re-exported: its home is rcteach.attention)
 from .device import make_generator, resolve
 from .layers import VALUES, LayerConfig, LayerWeights, check_weight, draw_keep, draw_weights, forward, on_tokens  # noqa: F401 (VALUES)
 from .metrics import frobenius_norm, mu_unchecked, stable_ranks_unchecked
 
 __all__ = ["Trajectory", "LayerGradients", "propagate", "weight_gradients"]
-
-__getattr__ = _deprecation.moved_attributes(__name__, {"normalise": "rcteach.norms:normalise",
-                                                       "NORMS": "rcteach.norms:NORMS"})
 
 
 @dataclass(frozen=True)
@@ -144,9 +142,9 @@ def _warn_zero(norm):
         layer = int(zero.reshape(zero.shape[0], -1).any(-1).nonzero()[0])
         _validate.regime(f"the tokens became exactly zero at layer {layer}: from there on the stable ranks are NaN and "
                          "mu and the norm 0, not measurements.  Centred attention maps tokens at consensus, or with "
-                         "logits below rounding (attention='qk' on shrinking tokens: softmax exactly 1/T, so A_perp = 0), "
-                         "to zero; the true state is tiny, not 0.  Pass a norm ('rms', 'layernorm'), fewer layers, or "
-                         "use rcteach.grid (which keeps the scale apart, in log_norm)", stacklevel=5)
+                         "logits below rounding (attention='qk' on shrinking tokens: softmax exactly 1/T, so A_perp = "
+                         "0), to zero; the true state is tiny, not 0.  Pass a norm ('rms', 'layernorm'), fewer layers, "
+                         "or use rcteach.grid (which keeps the scale apart, in log_norm)", stacklevel=5)
 
 
 def _schedule(config, masks, X0, depth):
@@ -231,6 +229,15 @@ def propagate(X0, depth, *, W_Q=None, W_K=None, W_V=None, shared=False, masks=No
     Trajectory
         ``mu``, ``stable_rank`` (Frobenius), ``stable_rank_gram`` (Gram), ``norm``, each
         (depth + 1, *batch); ``states`` (depth + 1, *batch, T, d) or None.
+
+    Examples
+    --------
+    >>> X0 = rcteach.orthonormal_tokens(32, 32, batch=4, seed=0)  # 4 networks
+    >>> run = rcteach.propagate(X0, 3, values="identity", seed=1)
+    >>> run.mu.shape  # layers 0..3, networks
+    torch.Size([4, 4])
+    >>> bool((run.mu[1:] < run.mu[:-1]).all())  # collapse: mu shrinks at every layer
+    True
     """
     X0, depth, config, given, gen = _setup(X0, depth, layer_options, W_Q=W_Q, W_K=W_K, W_V=W_V, seed=seed,
                                            generator=generator, device=device, dtype=dtype)

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 import torch
 
 from . import _validate, linalg
-from .attention import attention_map
-from .norms import NORMS, normalise, normalise_unchecked
 from .device import make_generator, resolve
-from .masks import check_batch_mask, make_mask
+from .layers import LayerConfig, LayerWeights, forward, on_tokens
+from .masks import make_mask
+from .norms import normalise
 from .metrics import mu_unchecked
 
 __all__ = [
@@ -69,12 +69,16 @@ def _weights(X, W_V, B):
     for name, W in (("W_V", W_V), ("B", B)):
         _validate.broadcast(name, W.shape[:-2], "X", X.shape[:-2])
         if W.dtype != X.dtype or W.device != X.device:
-            raise TypeError(f"{name} must have X's dtype and device ({X.dtype}, {X.device}), got ({W.dtype}, {W.device})")
+            raise TypeError(f"{name} must have X's dtype and device ({X.dtype}, {X.device}), got ({W.dtype}, "
+                            f"{W.device})")
     return W_V, B
 
 
 def layer_map(X, W_V, B=None, *, mask=None, beta=1.0, norm="rms") -> torch.Tensor:
     """One self-attention layer with fixed weights: X' = normalise(softmax_mask(beta X B X^T) X W_V).
+
+    The public layer :func:`rcteach.layers.forward` with query-key attention, W_Q = sqrt(d) B and
+    W_K = I_d (its logits beta (X W_Q)(X W_K)^T / sqrt(d) are beta X B X^T).
 
     Parameters
     ----------
@@ -98,12 +102,10 @@ def layer_map(X, W_V, B=None, *, mask=None, beta=1.0, norm="rms") -> torch.Tenso
     """
     X = _validate.matrix("X", X, min_rows=2)
     W_V, B = _weights(X, W_V, B)
-    beta = _validate.real("beta", beta)
-    if mask is not None:
-        mask = check_batch_mask(mask, X)
-    logits = beta * (X @ B @ X.transpose(-2, -1))  # (*batch, N, N)
-    A = attention_map(logits, mask)  # (*batch, N, N), row-stochastic on the mask
-    return normalise_unchecked(A @ X @ W_V, _validate.choice("norm", norm, NORMS))  # (*batch, N, d)
+    d = X.shape[-1]
+    config = on_tokens(LayerConfig(attention="qk", beta=beta, mask=mask, norm=norm), X)
+    identity = torch.eye(d, dtype=X.dtype, device=X.device)
+    return forward(X, config, LayerWeights(W_Q=math.sqrt(d) * B, W_K=identity, W_V=W_V))  # (*batch, N, d)
 
 
 def random_unit_tokens(N, d, *, batch=(), seed=None, generator=None, device=None, dtype=None) -> torch.Tensor:
@@ -128,7 +130,8 @@ def tangent_basis(X) -> torch.Tensor:
         raise ValueError(f"X must be a single (N, d) state here, got shape {tuple(X.shape)}")
     N, d = X.shape
     if d < 2:
-        raise ValueError(f"X must have d >= 2 columns (the unit sphere S^(d-1) needs d >= 2), got shape {tuple(X.shape)}")
+        raise ValueError(f"X must have d >= 2 columns (the unit sphere S^(d-1) needs d >= 2), got shape "
+                         f"{tuple(X.shape)}")
     norms = torch.linalg.vector_norm(X, dim=-1)
     if not torch.allclose(norms, torch.ones_like(norms), atol=1e-8):
         raise ValueError("X must have unit-norm tokens (rows)")

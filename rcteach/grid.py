@@ -29,9 +29,9 @@ enter only through their Gram matrix, a Wishart matrix drawn as L L^T with L a B
 (chi and normal entries; lower-trapezoidal when it is singular).  Without a skip the new e^perp
 part is A H L, L the Bartlett factor of all d - 1 columns (the width grows by one a layer, at most
 to d - 1); with a skip, X + a A X W_V needs W_V's k state columns explicitly, and the e^perp part
-(width 2k + 1) is folded back to k columns by a QR decomposition (a rotation: the law is unchanged).  For A(X), (X W_Q)(X W_K)^T = H M H^T with M = G L^T / d in law (G a (k+1)^2 Gaussian,
-L a Bartlett factor with d degrees of freedom).  No (d, d) matrix is ever drawn: a layer costs
-O(T^3) whatever gamma is.
+(width 2k + 1) is folded back to k columns by a QR decomposition (a rotation: the law is unchanged).  For A(X), (X
+W_Q)(X W_K)^T = H M H^T with M = G L^T / d in law (G a (k+1)^2 Gaussian, L a Bartlett factor with d degrees of freedom).
+No (d, d) matrix is ever drawn: a layer costs O(T^3) whatever gamma is.
 
 **Scale-free, precise metrics.**  The token basis is rotated too: row 0 of the state is sqrt(T)
 times the mean token (the consensus direction 1/sqrt(T)), rows 1.. the centred tokens.  The centred
@@ -79,13 +79,14 @@ import torch
 from . import _validate, denormals
 from .attention import LN2
 from .device import resolve
-from .grid_kernels import (_centred_softmax, _draws, _initial, _layernorm, _metrics, _mm, _mm_lower, _Rotation, bartlett,
-                           centred_softmax)
+from .grid_kernels import (_draws, _initial, _layernorm, _metrics, _mm, _mm_lower, _Rotation, bartlett, centred_softmax,
+                           centred_softmax_unchecked)
 from .sweep import SweepTable, check_executor, point_seed, sweep
 from .top_eigen import top_and_rest
 from .width import width_dims
 
-__all__ = ["Config", "CONFIGS", "GRID", "METRICS", "config_names", "centred_softmax", "bartlett", "top_and_rest", "simulate",
+__all__ = ["Config", "CONFIGS", "GRID", "METRICS", "config_names", "centred_softmax", "bartlett", "top_and_rest",
+           "simulate",
            "grid_rows", "run_grid"]
 
 METRICS = ("stable_rank", "stable_rank_gram", "relative_mu", "log_norm")
@@ -189,9 +190,9 @@ def _run(names, T, d, depth, seeds, seed, authors_skip, dtype, device) -> dict:
             L = bartlett(p, d, gens=gens, seeds=seeds, dtype=dtype, device=device)
             H = O(Z)  # tokens
             C = O(torch.cat([torch.zeros_like(Z[:, :1]), Z[:, 1:]], dim=1))  # centred tokens
-            B, log_att = _centred_softmax(_mm(_mm(H, G), _mm(C, L).mT) / d ** 1.5, 2 * log_norm)
+            B, log_att = centred_softmax_unchecked(_mm(_mm(H, G), _mm(C, L).mT) / d ** 1.5, 2 * log_norm)
         else:
-            B, log_att = _centred_softmax(math.sqrt(LN2) * _draws(gens, seeds, (T, T), dtype, device))
+            B, log_att = centred_softmax_unchecked(math.sqrt(LN2) * _draws(gens, seeds, (T, T), dtype, device))
         # rotated A_perp, times exp(log_att) for A = 11^T/T + A_perp (rotated: e_0 e_0^T + its A_perp)
         At = O.conjugate(B) * torch.where(centred, 0.0, log_att).exp().to(dtype)[:, None, None]
         At[:, :, 0] = 0.0  # A_perp 1 = 0, written in exactly
@@ -290,7 +291,8 @@ def _warn_log_norm(name, log_norm, T, d) -> None:
     bad = ~torch.isfinite(log_norm)
     if bad.any():
         layer = int(bad.any(-1).nonzero()[0]) + 1
-        _validate.regime(f"log_norm of {name!r} at T={T}, d={d} is {log_norm[bad][0].item()} from layer {layer}: log ||X||_F "
+        _validate.regime(f"log_norm of {name!r} at T={T}, d={d} is {log_norm[bad][0].item()} from layer {layer}: log "
+                         f"||X||_F "
                          "left float64's range (||X||_F < exp(-1.8e308): without LayerNorm the signal of A(X)_perp "
                          "shrinks like ||X||^3 a layer, so its logarithm triples); the other metrics stay finite",
                          stacklevel=4)
@@ -329,7 +331,8 @@ def run_grid(out, configs="all", *, T=None, gamma=None, depth=10, seeds=5, base_
         raise TypeError(f"out must be a directory path (str or os.PathLike), got {type(out).__name__}")
     names = config_names(configs)
     grid = {"T": _validate.values("T", GRID["T"] if T is None else T, _validate.integer, minimum=2),
-            "gamma": _validate.values("gamma", GRID["gamma"] if gamma is None else gamma, _validate.real, positive=True)}
+            "gamma": _validate.values("gamma", GRID["gamma"] if gamma is None else gamma, _validate.real,
+                                      positive=True)}
     for name, vals in grid.items():
         if len(set(vals)) < len(vals):
             raise ValueError(f"{name} has a value twice: {vals}")
@@ -402,7 +405,8 @@ class _Point:
             raise ValueError(f"{len(rows)} rows, not the {len(self.expected)} of one per configuration, seed and layer")
         for r in rows:
             if list(r) != COLUMNS or (r["T"], r["gamma"]) != (point["T"], point["gamma"]):
-                raise ValueError(f"a row with columns {list(r)} or another point (T={r.get('T')}, gamma={r.get('gamma')})")
+                raise ValueError(f"a row with columns {list(r)} or another point (T={r.get('T')}, "
+                                 f"gamma={r.get('gamma')})")
             if not all(_promised(m, r[m]) for m in METRICS):
                 raise ValueError(f"a row with a value that is not a number, or not finite (log_norm may be -inf): {r}")
 

@@ -82,17 +82,18 @@ def centred_softmax(logits, log_scale=None) -> tuple[torch.Tensor, torch.Tensor]
                             f"got {log_scale!r}")
         if not torch.isfinite(log_scale).all():
             raise ValueError("log_scale must have finite entries (found NaN or inf)")
-    return _centred_softmax(logits, log_scale)
+    return centred_softmax_unchecked(logits, log_scale)
 
 
-def _centred_softmax(logits, log_scale=None) -> tuple[torch.Tensor, torch.Tensor]:
+def centred_softmax_unchecked(logits, log_scale=None) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`centred_softmax` without the input checks (the grid's inner loop)."""
     T = logits.shape[-1]
     dt = logits.dtype
     m = logits.detach().abs().amax((-2, -1)).clamp_min(torch.finfo(dt).tiny)  # (*batch,)
     if log_scale is None:
         if (m > 1).all():  # the i.i.d. logits of A: kappa = 1 and no small case to treat
-            return torch.softmax(logits, dim=-1).sub_(1.0 / T), torch.zeros(m.shape, dtype=torch.float64, device=m.device)
+            log_out = torch.zeros(m.shape, dtype=torch.float64, device=m.device)
+            return torch.softmax(logits, dim=-1).sub_(1.0 / T), log_out
         log_scale = torch.zeros(logits.shape[:-2], dtype=torch.float64, device=logits.device)
     ell = logits / m[..., None, None]  # max |ell| = 1
     log_x = log_scale.to(torch.float64) + m.to(torch.float64).log()

@@ -32,15 +32,16 @@ from dataclasses import dataclass, replace
 import torch
 
 from . import _validate
-from .attention import ATTENTIONS, _attention_map
+from .attention import ATTENTIONS, attention_map_unchecked
 from .device import make_generator
-from .logits import _qk_logits, qk_weights
+from .logits import qk_logits_unchecked, qk_weights
 from .masks import check_batch_mask, check_mask
 from .norms import NORMS, normalise_unchecked
 from .theory import LN2
 from .tokens import orthogonal_matrix
 
-__all__ = ["VALUES", "NORM_POSITIONS", "LayerConfig", "LayerWeights", "check_weight", "check_logit_bias", "draw_weights", "draw_keep", "layer",
+__all__ = ["VALUES", "NORM_POSITIONS", "LayerConfig", "LayerWeights", "check_weight", "check_logit_bias",
+           "draw_weights", "draw_keep", "layer",
            "on_tokens"]
 
 VALUES = ("gaussian", "orthogonal", "identity")
@@ -56,7 +57,8 @@ class LayerConfig:
     factor of E||X||_F^2 (E||Y W_V||_F^2 = value_var d ||Y||_F^2), so value_var = 1/d keeps the norm.
     """
 
-    attention: str = "iid"  # "iid": logits beta g, g_ij ~ N(0, s2) i.i.d. of X; "qk": beta (X W_Q)(X W_K)^T / sqrt(d_qk)
+    # "iid": logits beta g, g_ij ~ N(0, s2) i.i.d. of X; "qk": beta (X W_Q)(X W_K)^T / sqrt(d_qk)
+    attention: str = "iid"
     s2: float = LN2  # logit variance ("qk": W_Q, W_K entries N(0, sqrt(s2)), rcteach.logits.qk_weights)
     beta: float = 1.0  # inverse temperature, multiplies the logits; 0 gives uniform attention over the mask
     mask: torch.Tensor | None = None  # bool (T, T) or (*batch, T, T): mask[i, j] iff token i may attend to j
@@ -246,10 +248,10 @@ def forward(X, config: LayerConfig, w: LayerWeights) -> torch.Tensor:
     if config.attention == "iid":
         logits = config.beta * w.logits
     else:
-        logits = _qk_logits(Z, w.W_Q, w.W_K, config.beta)
+        logits = qk_logits_unchecked(Z, w.W_Q, w.W_K, config.beta)
     if config.logit_bias is not None:
         logits = logits + config.logit_bias
-    A = _attention_map(logits, config.mask, centred=config.centred)  # (*batch, T, T)
+    A = attention_map_unchecked(logits, config.mask, centred=config.centred)  # (*batch, T, T)
     if config.attention_scale != 1.0:
         A = config.attention_scale * A
     if w.keep is not None:

@@ -182,6 +182,12 @@ def eigvals(A) -> torch.Tensor:
     """Eigenvalues of square A (*batch, n, n), complex (*batch, n), unordered, as ``torch.linalg.eigvals``.
 
     Survives a failing driver (module doc: torch ``geev``, then scipy ``geev``, then complex Schur).
+
+    Examples
+    --------
+    >>> U = torch.full((4, 4), 0.25, dtype=torch.float64)  # 11^T/T, exactly degenerate
+    >>> sorted(round(abs(v), 12) for v in rcteach.linalg.eigvals(U).tolist())
+    [0.0, 0.0, 0.0, 1.0]
     """
     return eigvals_unchecked(_validate.matrix("A", A, square=True))
 

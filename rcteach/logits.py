@@ -1,6 +1,7 @@
 """Attention logits at initialisation and the leading 1/T term of softmax attention.
 
-Introduced in chapters "Softmax attention at initialisation: the leading 1/T term" (book/01_leading_term.md) and "The spectral gap" (book/02_spectral_gap.md).
+Introduced in chapters "Softmax attention at initialisation: the leading 1/T term" (book/01_leading_term.md) and "The
+spectral gap" (book/02_spectral_gap.md).
 
 Shapes: logits g (*batch, T, T), with ``g[..., i, j]`` the score of token i for token j;
 :func:`rcteach.attention_map` turns them into attention A (*batch, T, T).
@@ -64,15 +65,17 @@ def qk_logits(X, W_Q, W_K, *, beta=1.0) -> torch.Tensor:
         if W.shape[-2] != d:
             raise ValueError(f"{name} must have {d} rows to match X's width, got shape {tuple(W.shape)}")
         if W.dtype != X.dtype or W.device != X.device:
-            raise TypeError(f"{name} must have X's dtype and device ({X.dtype}, {X.device}), got ({W.dtype}, {W.device})")
+            raise TypeError(f"{name} must have X's dtype and device ({X.dtype}, {X.device}), got ({W.dtype}, "
+                            f"{W.device})")
     batch = _validate.broadcast("W_Q", W_Q.shape[:-2], "X", X.shape[:-2])
     _validate.broadcast("W_K", W_K.shape[:-2], "X and W_Q", batch)
     if W_K.shape[-1] != W_Q.shape[-1]:
-        raise ValueError(f"W_Q and W_K must have the same number of columns d_qk, got {W_Q.shape[-1]} and {W_K.shape[-1]}")
-    return _qk_logits(X, W_Q, W_K, beta)
+        raise ValueError(f"W_Q and W_K must have the same number of columns d_qk, got {W_Q.shape[-1]} and "
+                         f"{W_K.shape[-1]}")
+    return qk_logits_unchecked(X, W_Q, W_K, beta)
 
 
-def _qk_logits(X, W_Q, W_K, beta):
+def qk_logits_unchecked(X, W_Q, W_K, beta):
     """:func:`qk_logits` of validated arguments: no checks (the layers of :func:`rcteach.propagate`)."""
     Q = X @ W_Q  # (*batch, T, d_qk)
     K = X @ W_K  # (*batch, T, d_qk)
@@ -131,7 +134,8 @@ def random_qk_logits(
     batch = _validate.batch_shape(batch)
     device, dtype = resolve(device, dtype)
     gen = make_generator(seed, generator, device)
-    X = math.sqrt(r2) * orthonormal_tokens(T, d, batch=batch, generator=gen, device=device, dtype=dtype)  # (*batch, T, d)
+    # (*batch, T, d)
+    X = math.sqrt(r2) * orthonormal_tokens(T, d, batch=batch, generator=gen, device=device, dtype=dtype)
     W_Q = sigma_q * torch.randn(*batch, d, d_qk, generator=gen, device=device, dtype=dtype)
     W_K = sigma_k * torch.randn(*batch, d, d_qk, generator=gen, device=device, dtype=dtype)
     return qk_logits(X, W_Q, W_K, beta=beta)

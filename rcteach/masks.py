@@ -72,6 +72,14 @@ def make_mask(kind, T, *, window=None, device=None) -> torch.Tensor:
 
     ``window`` (an int >= 0) is required by the sliding kinds; the other kinds ignore it, so one
     ``window`` serves a loop over every kind.
+
+    Examples
+    --------
+    >>> rcteach.make_mask("sliding-causal", 4, window=1).int()
+    tensor([[1, 0, 0, 0],
+            [1, 1, 0, 0],
+            [0, 1, 1, 0],
+            [0, 0, 1, 1]], dtype=torch.int32)
     """
     kind = _validate.choice("kind", kind, MASK_KINDS)
     T = _validate.integer("T", T, minimum=2)
@@ -230,6 +238,14 @@ def consensus_rate(mask, *, skip=None) -> float:
     Returns
     -------
     float in [0, 1]
+
+    Examples
+    --------
+    >>> causal = rcteach.make_mask("causal", 6)
+    >>> rcteach.consensus_rate(causal)  # 1/2 for every T (rcteach.theory.causal_consensus_rate)
+    0.5
+    >>> rcteach.consensus_rate(causal, skip=1.0)  # (1 + a lambda_2)/(1 + a) with a = 1
+    0.75
     """
     if skip is not None:
         skip = _validate.real("skip", skip, positive=True)

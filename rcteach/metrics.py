@@ -20,7 +20,8 @@ from . import _validate, linalg
 from .top_eigen import top_and_rest_unchecked
 
 __all__ = ["squared_singular_values", "stable_rank_from_squared", "unit_scaled", "frobenius_norm", "stable_rank",
-           "stable_ranks_unchecked", "mu", "mu_unchecked", "spectrum", "SpectralGap", "spectral_gap", "spectrum_distance", "decay_rate"]
+           "stable_ranks_unchecked", "mu", "mu_unchecked", "spectrum", "SpectralGap", "spectral_gap",
+           "spectrum_distance", "decay_rate"]
 
 
 def squared_singular_values(X) -> torch.Tensor:
@@ -77,6 +78,13 @@ def stable_rank(X, *, gram=False) -> torch.Tensor:
     stable rank of X X^T.  Returns shape (*batch,).  X must not be zero.  Computed as
     :func:`stable_ranks_unchecked` does: ||X||_F^2 and the top eigenvalue of the smaller Gram matrix, a
     certified Lanczos iteration for large matrices on the CPU (:mod:`rcteach.top_eigen`), else LAPACK.
+
+    Examples
+    --------
+    >>> X = rcteach.orthonormal_tokens(4, 8, seed=0)  # s_1 = ... = s_4 = 1
+    >>> ones = torch.ones(3, 5, dtype=torch.float64)  # rank one
+    >>> round(rcteach.stable_rank(X).item(), 12), round(rcteach.stable_rank(ones).item(), 12)
+    (4.0, 1.0)
     """
     gram = _validate.flag("gram", gram)
     X = _validate.matrix("X", X, finite=False)  # finite entries <=> a finite norm: checked on the norm
@@ -127,10 +135,11 @@ def spectrum(A) -> torch.Tensor:
 
     From :func:`rcteach.linalg.eigvals`, which survives a failing LAPACK driver (exactly degenerate
     input such as the uniform attention 11^T/T makes MKL's ``geev`` fail on some CPUs)."""
-    return _spectrum(_validate.matrix("A", A, square=True))
+    return spectrum_unchecked(_validate.matrix("A", A, square=True))
 
 
-def _spectrum(A):
+def spectrum_unchecked(A):
+    """:func:`spectrum` of a validated A: no checks."""
     ev = linalg.eigvals_unchecked(A)  # (*batch, T)
     order = ev.abs().argsort(dim=-1, descending=True, stable=True)
     return ev.gather(-1, order)
@@ -149,8 +158,15 @@ class SpectralGap(NamedTuple):
 
 
 def spectral_gap(A) -> SpectralGap:
-    """Outlier lambda_1 and bulk radius |lambda_2| of square A (*batch, T, T), T >= 2."""
-    ev = _spectrum(_validate.matrix("A", A, square=True, min_rows=2))
+    """Outlier lambda_1 and bulk radius |lambda_2| of square A (*batch, T, T), T >= 2.
+
+    Examples
+    --------
+    >>> gap = rcteach.spectral_gap(rcteach.random_attention(256, seed=0))
+    >>> round(gap.outlier.real.item(), 6), round(gap.bulk_radius.item(), 3)  # 1, and near sqrt(c/T) = 0.0625
+    (1.0, 0.065)
+    """
+    ev = spectrum_unchecked(_validate.matrix("A", A, square=True, min_rows=2))
     return SpectralGap(outlier=ev[..., 0], bulk_radius=ev[..., 1].abs())
 
 

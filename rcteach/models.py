@@ -183,7 +183,8 @@ def build_model(name, *, seed=0, dtype=torch.float64, keep_tokens=None, **overri
         if keep_tokens > cfg.vocab_size:
             raise ValueError(f"keep_tokens = {keep_tokens} exceeds the vocabulary of {cfg.vocab_size} tokens")
     tf = _transformers()
-    cls = {"bert-base": tf.BertModel, "tinybert": tf.BertModel, "roberta-base": tf.RobertaModel, "gpt2": tf.GPT2Model}[key]
+    cls = {"bert-base": tf.BertModel, "tinybert": tf.BertModel, "roberta-base": tf.RobertaModel,
+           "gpt2": tf.GPT2Model}[key]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         kwargs = {"add_pooling_layer": False} if key != "gpt2" else {}
@@ -402,7 +403,8 @@ def measure(model, input_ids=None, *, inputs_embeds=None, centred=False, spectra
     vocabulary = model.get_input_embeddings().num_embeddings
     if input_ids is not None and (input_ids.min() < 0 or input_ids.max() >= vocabulary):
         raise ValueError(f"input_ids must lie in 0..{vocabulary - 1}, the model's word-embedding rows "
-                         f"(build_model(keep_tokens=...) keeps only the first rows), got {input_ids.min()}..{input_ids.max()}")
+                         f"(build_model(keep_tokens=...) keeps only the first rows), got "
+                         f"{input_ids.min()}..{input_ids.max()}")
     layers, embed, attns = _layers(model)
     L = len(layers)
     spectra = range(L) if spectra == "all" else (() if spectra is None else spectra)

@@ -41,7 +41,8 @@ def plot_spectrum(eigenvalues, *, radius=None, outlier=None, title="Eigenvalues"
     radius = None if radius is None else _validate.real("radius", radius, minimum=0.0)
     outlier = None if outlier is None else _validate.real("outlier", outlier)
     fig, ax = axes(title, "Re λ", "Im λ", ax=ax)
-    ax.scatter(ev.real, ev.imag, s=scatter.pop("s", 4), alpha=scatter.pop("alpha", 0.6), label=label or "eigenvalues", **scatter)
+    ax.scatter(ev.real, ev.imag, s=scatter.pop("s", 4), alpha=scatter.pop("alpha", 0.6), label=label or "eigenvalues",
+               **scatter)
     if radius is not None:
         ax.plot(*circle(radius), "k--", lw=1, label=f"predicted bulk radius {radius:.3g}")
     if outlier is not None:

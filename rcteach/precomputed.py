@@ -9,7 +9,8 @@ slider, a select for a dropdown, a checkbox), the PNGs inlined as base64 data, a
 control that changes nothing at the current setting (the window of a non-sliding mask) is disabled.
 
 :class:`rcteach.widgets.Explorer` displays this view instead of its widgets when the environment
-variable ``STATIC_BOOK`` is set, which the book's Sphinx extension does for the kernels it starts.
+variable ``RCTEACH_STATIC_BOOK`` (:data:`STATIC_BOOK`) is set, which the book's Sphinx extension does
+for the kernels it starts.
 Introduced with the explorers ("Explore" sections of chapters 2, 4, 5 and 9).
 """
 
@@ -97,7 +98,8 @@ def _distance(a, b) -> float:
 
 _CSS = """
 .rcteach-static-explorer{border:1px solid #ddd;border-radius:4px;padding:.6em .8em;margin:.5em 0}
-.rcteach-static-controls{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,400px),1fr));gap:.2em 1.2em}
+.rcteach-static-controls{display:grid;gap:.2em 1.2em;
+  grid-template-columns:repeat(auto-fill,minmax(min(100%,400px),1fr))}
 .rcteach-static-control{display:flex;align-items:center;gap:.6em;margin:0}
 .rcteach-static-control span{flex:0 0 9em;font-size:.9em}
 .rcteach-static-control input[type=range],.rcteach-static-control select{flex:1 1 auto;min-width:6em}

@@ -182,7 +182,8 @@ def dask_spec(spec) -> str:
     """``spec`` if it names a dask cluster: ``"local:N"`` (N >= 1 local worker processes) or a scheduler
     address (``"tcp://host:8786"``, ``"host:8786"``); ValueError saying what was expected otherwise."""
     if not isinstance(spec, str):
-        raise TypeError(f"a dask cluster is named by a str ('local:N' or a scheduler address), got {type(spec).__name__}")
+        raise TypeError(f"a dask cluster is named by a str ('local:N' or a scheduler address), got "
+                        f"{type(spec).__name__}")
     workers = spec.removeprefix("local:")
     if workers != spec:
         if not (workers.isdigit() and int(workers) >= 1):

@@ -129,7 +129,8 @@ class Store:
         try:
             self.settings = json.loads(json.dumps(settings, allow_nan=False))
         except (TypeError, ValueError) as err:
-            raise TypeError(f"settings must be JSON data (a dict of numbers, strings, lists), got {settings!r}") from err
+            message = f"settings must be JSON data (a dict of numbers, strings, lists), got {settings!r}"
+            raise TypeError(message) from err
         self._lock = None
 
     # -- the lock ---------------------------------------------------------------------------------------
@@ -145,13 +146,15 @@ class Store:
         except OSError as err:
             if err.errno in _FULL:
                 raise self._full(self.lock_file, err) from None
-            raise StoreError(f"cannot write in {os.path.dirname(self.lock_file) or '.'}: {err.strerror or err}") from None
+            folder = os.path.dirname(self.lock_file) or "."
+            raise StoreError(f"cannot write in {folder}: {err.strerror or err}") from None
         try:
             if not _try_lock(fd):
                 holder = os.read(fd, 32).decode(errors="replace").strip()
                 raise StoreBusy(f"{os.path.dirname(self.csv) or '.'} is in use by "
                                 f"{'pid ' + holder if holder.isdigit() else 'another process'} (a sweep writing "
-                                f"{os.path.basename(self.csv)}): wait until it has finished, or write to another folder")
+                                f"{os.path.basename(self.csv)}): wait until it has finished, or write to another "
+                                f"folder")
             os.ftruncate(fd, 0)
             self._os(os.write, fd, f"{os.getpid()}\n".encode())
         except BaseException:
@@ -169,7 +172,8 @@ class Store:
     def open(self, *, resume: bool = True, force: bool = False) -> None:
         """Get the store ready: a new table if not ``resume``, or if the table was made with other settings
         and ``force``; other settings without ``force``, or a damaged settings file, raise :class:`StoreError`."""
-        for tmp in _matching(self.points, "/*.tmp-*") + _matching(self.csv, ".tmp-*") + _matching(self.settings_file, ".tmp-*"):
+        leftovers = _matching(self.points, "/*.tmp-*") + _matching(self.csv, ".tmp-*")
+        for tmp in leftovers + _matching(self.settings_file, ".tmp-*"):
             os.remove(tmp)  # what a killed writer left behind (there is no other writer: we hold the lock)
         if resume and (self._stored() or os.path.isfile(self.csv)):
             try:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
-__all__ = ["Table"]
+__all__ = ["TextTable"]
 
 
 @dataclass(frozen=True, repr=False)
-class Table:
+class TextTable:
     """A table of strings: ``columns`` (the header) and ``rows`` (tuples of the same length).
 
     ``print(table)`` and ``str(table)`` give aligned plain text; a notebook shows the HTML of

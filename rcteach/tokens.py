@@ -52,7 +52,8 @@ def orthogonal_matrix(d, *, batch=(), seed=None, generator=None, device=None, dt
 
 
 def _haar_rows(T, d, batch, seed, generator, device, dtype) -> torch.Tensor:
-    """The first T rows (*batch, T, d) of a Haar orthogonal d x d matrix (module doc of orthonormal_tokens), 1 <= T <= d."""
+    """The first T rows (*batch, T, d) of a Haar orthogonal d x d matrix (module doc of orthonormal_tokens),
+    1 <= T <= d."""
     batch = _validate.batch_shape(batch)
     device, dtype = resolve(device, dtype)
     gen = make_generator(seed, generator, device)

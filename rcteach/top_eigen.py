@@ -50,7 +50,8 @@ import torch
 
 from . import _validate, linalg
 
-__all__ = ["LANCZOS_MIN_SIZE", "SYEVR_MIN_SIZE", "TOL", "RESIDUAL_TOL", "TopEigen", "max_steps", "lanczos_top", "top_and_rest",
+__all__ = ["LANCZOS_MIN_SIZE", "SYEVR_MIN_SIZE", "TOL", "RESIDUAL_TOL", "TopEigen", "max_steps", "lanczos_top",
+           "top_and_rest",
            "top_and_rest_unchecked"]
 
 LANCZOS_MIN_SIZE = 256
@@ -169,7 +170,8 @@ def _lanczos(A, unit, fro2, steps, seed) -> TopEigen:
         step = alpha[:, k].square() + 2 * b.square()  # the mass this step moved into K (with q_{k+1}'s coupling)
         captured = alpha[:, :k].square().sum(-1) + 2 * beta[:, :k].square().sum(-1) + step
         f2 = (fro2[live] - captured).clamp_min(0)  # ||S||_F^2 outside the Krylov space
-        M = _tridiagonal(torch.cat([alpha[:, : k + 1], f2.sqrt()[:, None]], -1), torch.cat([beta[:, :k], b[:, None]], -1))
+        M = _tridiagonal(torch.cat([alpha[:, : k + 1], f2.sqrt()[:, None]], -1),
+                         torch.cat([beta[:, :k], b[:, None]], -1))
         upper = _small_eigh(M)[0][:, -1] + (k + 1) * slack[live]
         good = (upper <= top * (1 + TOL)) & (b * s_top[:, -1].abs() <= RESIDUAL_TOL * top) & (top > 0)
         # give up early where the mass left outside K, at this step's rate (rates fall), needs more steps than remain

@@ -6,9 +6,13 @@ The chapter uses it to ask whether the initialisation's collapse matters
 once the weights move.  The model, for token ids (B, T) over a vocabulary of size V:
 
     X_0 = E[ids]                                    # (B, T, d), E (V, d) with N(0, 1/d) entries
-    X_l = skip * X_{l-1} + A_l(X_{l-1}) X_{l-1} W_V^l   l = 1..depth, A_l = softmax(X W_Q W_K^T / sqrt d)
-                                                    # A_l - 11^T/T with ``centred``
+    X_l = A_l(X_{l-1}) X_{l-1} W_V^l                # l = 1..depth, A_l = softmax(X W_Q W_K^T / sqrt d);
+                                                    # A_l - 11^T/T for init "A_perp",
+                                                    # X_{l-1} + A_l X_{l-1} W_V^l for init "skip"
     logits = X_depth E^T                            # (B, T, V), tied read-out
+
+Each layer is the public one, :func:`rcteach.layers.forward` with ``LayerConfig(attention="qk", ...)``
+and its weights given (the network's parameters).
 
 and the task is to output, at every position, the token that came in there (cross-entropy).  A
 collapsed X_depth (all rows equal) cannot do it; the identity can.  At initialisation W_Q, W_K have
@@ -29,6 +33,7 @@ from dataclasses import dataclass
 import torch
 
 from . import _validate
+from .layers import LayerConfig, LayerWeights, forward
 from .metrics import mu_unchecked, stable_rank
 
 __all__ = ["ConsensusGradients", "TrainingRun", "consensus_gradients", "train_copy"]
@@ -59,15 +64,17 @@ class ConsensusGradients:
     grad_v: torch.Tensor  # ||dL/dW_V||_F
 
 
-def _forward(X, E, layers, *, centred, skip):
+def _layer_config(init) -> LayerConfig:
+    """The layer of initialisation ``init`` (module doc): query-key attention, centred for "A_perp", with a
+    skip connection for "skip"."""
+    return LayerConfig(attention="qk", centred=init == "A_perp", skip=init == "skip")
+
+
+def _forward(X, E, layers, config):
     """The network on input tokens X (*batch, T, d): the output tokens and their logits (*batch, T, V).
     Weights may carry the batch dimensions too (one network per batch element)."""
-    T, d = X.shape[-2], X.shape[-1]
     for W_Q, W_K, W_V in layers:
-        A = torch.softmax((X @ W_Q) @ (X @ W_K).transpose(-1, -2) / math.sqrt(d), dim=-1)  # (*batch, T, T)
-        if centred:
-            A = A - 1.0 / T
-        X = skip * X + A @ X @ W_V
+        X = forward(X, config, LayerWeights(W_Q=W_Q, W_K=W_K, W_V=W_V))
     return X, X @ E.T  # (*batch, T, d), (*batch, T, V)
 
 
@@ -99,13 +106,13 @@ def train_copy(init="A", *, T=16, d=32, vocab=16, depth=4, steps=150, lr=3e-3, b
     params = [E] + [w for layer in layers for w in layer]
     qk = [w for layer in layers for w in layer[:2]]
     opt = torch.optim.Adam(params, lr=lr)
-    kw = dict(centred=init == "A_perp", skip=1.0 if init == "skip" else 0.0)
+    config = _layer_config(init)
     eval_ids = torch.randint(vocab, (128, T), generator=g)
     loss_f = torch.nn.functional.cross_entropy
     records = {k: [] for k in ("loss", "grad_norm", "grad_norm_qk", "stable_rank")}
     for step in range(steps + 1):
         with torch.no_grad():
-            X, logits = _forward(E[eval_ids], E, layers, **kw)
+            X, logits = _forward(E[eval_ids], E, layers, config)
             records["loss"].append(loss_f(logits.reshape(-1, vocab), eval_ids.reshape(-1)).item())
             ranked = X[X.abs().amax((-2, -1)) > 0]  # the sequences with a stable rank (TrainingRun)
             records["stable_rank"].append(stable_rank(ranked).mean().item() if len(ranked) else math.nan)
@@ -114,7 +121,7 @@ def train_copy(init="A", *, T=16, d=32, vocab=16, depth=4, steps=150, lr=3e-3, b
             records["grad_norm_qk"].append(math.nan)
             break
         ids = torch.randint(vocab, (batch, T), generator=g)
-        _, logits = _forward(E[ids], E, layers, **kw)
+        _, logits = _forward(E[ids], E, layers, config)
         opt.zero_grad()
         loss_f(logits.reshape(-1, vocab), ids.reshape(-1)).backward()
         records["grad_norm"].append(math.sqrt(sum(p.grad.square().sum().item() for p in params)))
@@ -170,7 +177,7 @@ def consensus_gradients(eps, *, T=16, d=32, vocab=16, s2=1.0, seed=0) -> Consens
     X = xbar + shrink * (X0 - xbar)  # (n, T, d)
     with torch.enable_grad():  # also under no_grad (the check runner)
         weights = [w.detach().expand(len(eps), d, d).clone().requires_grad_(True) for w in layer]  # a copy per eps
-        _, logits = _forward(X, E.detach(), [weights], centred=False, skip=0.0)  # (n, T, V)
+        _, logits = _forward(X, E.detach(), [weights], _layer_config("A"))  # (n, T, V)
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), ids.repeat(len(eps)), reduction="sum")
         grads = torch.autograd.grad(loss / T, weights)  # of the sum of the per-eps losses: one per copy
     W_Q, W_K, W_V = (w.flatten(1).norm(dim=1) for w in grads)

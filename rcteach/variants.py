@@ -23,7 +23,8 @@ from .theory import LN2
 __all__ = ["random_differential_attention"]
 
 
-def random_differential_attention(T, lam, s2=LN2, *, batch=(), seed=None, generator=None, device=None, dtype=None) -> torch.Tensor:
+def random_differential_attention(T, lam, s2=LN2, *, batch=(), seed=None, generator=None, device=None,
+                                  dtype=None) -> torch.Tensor:
     """Differential attention D = A1 - lam A2 of two independent i.i.d.-logit softmax maps.
 
     Parameters

@@ -24,13 +24,11 @@ import html
 import math
 import os
 import time
-import warnings
 from typing import Callable
 
 import ipywidgets
 import torch
 
-from . import _validate
 from . import explorers as ex
 from . import precomputed
 from .attention import ACTIVATIONS, LN2
@@ -38,21 +36,6 @@ from .depth import VALUES
 from .masks import MASK_KINDS
 
 __all__ = ["Explorer", "spectrum_explorer", "width_explorer", "depth_explorer", "mask_explorer"]
-
-#: names that lived here before the split, now in rcteach.explorers (``MODELS`` is ``ATTENTION``)
-_MOVED = {name: name for name in ex.__all__ if name.endswith(("Data", "_data", "_figure"))}
-_MOVED |= {"MODELS": "ATTENTION", "_png": "png"}
-
-
-def __getattr__(name):
-    """The data and figure functions' old home: they work for one more release, with a warning."""
-    if name in _MOVED:
-        new = _MOVED[name]
-        warnings.warn(f"rcteach.widgets.{name} is deprecated and will be removed in the next release; "
-                      f"use rcteach.explorers.{new}", DeprecationWarning, stacklevel=2)
-        return getattr(ex, new)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 @contextlib.contextmanager
 def _torch_threads(n):
@@ -212,18 +195,15 @@ def _norm_kwargs(values: dict) -> dict:
     return dict(values, norm=None if values["norm"] == "none" else values["norm"])
 
 
-def spectrum_explorer(*, T=256, s2=LN2, activation="softmax", bias=0.0, centred=False, attention="iid", d_qk=64, seed=0,
-                      model=None):
+def spectrum_explorer(*, T=256, s2=LN2, activation="softmax", bias=0.0, centred=False, attention="iid", d_qk=64,
+                      seed=0):
     """Spectrum explorer: eigenvalues in the complex plane and singular values of one attention matrix.
 
     Controls: T, s², activation (softmax / ReLU / sigmoid + bias), centred, i.i.d. vs QKᵀ attention
-    (d_qk).  The keywords set the starting values (``model`` is the deprecated name of
-    ``attention``).  Returns an :func:`Explorer`; its compute function is
+    (d_qk).  The keywords set the starting values.  Returns an :func:`Explorer`; its compute function is
     :func:`rcteach.explorers.spectrum_data`, which checks the starting values (as the controls' values below);
     precomputed over T, s² and centring.
     """
-    if model is not None:
-        attention = ex.renamed("model", "attention", model)
     data = ex.spectrum_data(T, s2, activation=activation, bias=bias, centred=centred, attention=attention, d_qk=d_qk,
                             seed=seed)
     T, s2, bias, d_qk, seed = (data.params[k] for k in ("T", "s2", "bias", "d_qk", "seed"))
@@ -258,7 +238,8 @@ def width_explorer(*, T_range=(16, 128), gamma=0.5, s2=LN2, gram=False, points=6
     checks the starting values; precomputed over the largest T and γ.
     """
     data = ex.width_data(T_range, gamma, s2, gram=gram, points=points, seeds=seeds, seed=seed)
-    (lo, hi), gamma, s2, gram, points, seeds, seed = (data.params[k] for k in ("T_range", "gamma", "s2", "gram", "points",
+    (lo,
+     hi), gamma, s2, gram, points, seeds, seed = (data.params[k] for k in ("T_range", "gamma", "s2", "gram", "points",
                                                                               "seeds", "seed"))
     controls = dict(
         T_range=ipywidgets.IntRangeSlider(value=(lo, hi), min=min(8, lo), max=max(1024, hi), step=8,
@@ -306,16 +287,13 @@ def depth_explorer(*, depth=12, attention="iid", centred=False, norm=None, skip=
 
 
 def mask_explorer(*, kind="causal", window=2, beta=1.0, norm=None, values="orthogonal", T=10, depth=24, d=32,
-                  seeds=8, seed=0, temperature=None):
+                  seeds=8, seed=0):
     """Mask explorer: the mask's graph and μ(X_t) of masked QKᵀ attention through the layers.
 
-    Controls: mask kind, window (sliding kinds), β (inverse temperature), norm, values
-    (``temperature`` is deprecated: ``beta = 1 / temperature``).  Returns an :func:`Explorer`; its
-    compute function is :func:`rcteach.explorers.mask_data`, which checks the starting values;
-    precomputed over kind, window and β.
+    Controls: mask kind, window (sliding kinds), β (inverse temperature), norm, values.  Returns an
+    :func:`Explorer`; its compute function is :func:`rcteach.explorers.mask_data`, which checks the
+    starting values; precomputed over kind, window and β.
     """
-    if temperature is not None:
-        beta = 1.0 / _validate.real("temperature", ex.renamed("temperature", "beta", temperature), positive=True)
     data = ex.mask_data(kind, T=T, window=window, beta=beta, norm=norm, values=values, depth=depth, d=d, seeds=seeds,
                         seed=seed)
     T, beta, depth, d, seeds, seed = (data.params[k] for k in ("T", "beta", "depth", "d", "seeds", "seed"))

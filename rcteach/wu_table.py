@@ -18,11 +18,11 @@ from dataclasses import dataclass
 
 import torch
 
-from . import _deprecation, _validate
+from . import _validate
 from .depth import Trajectory, propagate
 from .masks import MASK_KINDS, make_mask
 from .norms import NORMS
-from .tables import Table
+from .tables import TextTable
 from .tokens import gaussian_tokens
 
 __all__ = ["PUBLISHED_TABLE", "PAPER_SETTING", "PATTERN", "LNRow", "rho_from_mu0", "logit_s2", "layernorm_runs",
@@ -33,10 +33,12 @@ __all__ = ["PUBLISHED_TABLE", "PAPER_SETTING", "PATTERN", "LNRow", "rho_from_mu0
 #: matches T = 100 LayerNorm-ed tokens of width d = 768 (mu_0^2 ~ d (T - 1)), and the complete
 #: mask's 4.6e-5 is the float32 round-off floor of that network (check "ln-complete-float32-floor").
 PUBLISHED_TABLE = {
-    "complete": {0: (274.76, 2.05), 32: (4.61e-5, None), 64: (4.63e-5, None), 96: (4.64e-5, None), 128: (4.62e-5, None)},
+    "complete": {0: (274.76, 2.05), 32: (4.61e-5, None), 64: (4.63e-5, None), 96: (4.64e-5, None),
+                 128: (4.62e-5, None)},
     "causal": {0: (274.78, 2.07), 32: (47.12, 16.24), 64: (67.96, 12.34), 96: (82.95, 11.53), 128: (92.33, 11.63)},
     "sliding": {0: (274.69, 1.94), 32: (111.67, 3.47), 64: (95.40, 4.88), 96: (85.63, 5.55), 128: (79.99, 5.62)},
-    "sliding-causal": {0: (274.79, 2.01), 32: (161.07, 2.52), 64: (160.51, 3.89), 96: (164.17, 5.30), 128: (165.21, 5.42)},
+    "sliding-causal": {0: (274.79, 2.01), 32: (161.07, 2.52), 64: (160.51, 3.89), 96: (164.17, 5.30),
+                       128: (165.21, 5.42)},
 }
 
 
@@ -87,7 +89,6 @@ def logit_s2(d, norm, *, torch_init=True) -> float:
     return target / d**2 if norm == "layernorm" else target
 
 
-@_deprecation.renamed_keywords(runs="seeds")
 def layernorm_runs(*, T=100, d=128, depth=128, seeds=4, window=3, norm="layernorm", beta=1.0, s2=None,
                    values="orthogonal", shared=False, dropout=0.0, rho=0.0, masks=MASK_KINDS, seed=0,
                    stable_ranks=True, device=None, dtype=None) -> dict[str, Trajectory]:
@@ -154,7 +155,6 @@ def table_pattern(runs, *, first=32) -> tuple[bool, bool, bool, bool]:
     )
 
 
-@_deprecation.renamed_keywords(runs="seeds")
 def layernorm_table(*, layers=(0, 32, 64, 96, 128), **settings) -> list[LNRow]:
     """The authors' table, simulated: mean and std over seeds (independent networks) of mu(X_l) for each mask and layer.
 
@@ -176,8 +176,8 @@ def layernorm_table(*, layers=(0, 32, 64, 96, 128), **settings) -> list[LNRow]:
     return rows
 
 
-def format_table(rows, *, published=None, scale=1.0) -> Table:
-    """:func:`layernorm_table` rows as a :class:`rcteach.tables.Table`: layers down, masks across, each
+def format_table(rows, *, published=None, scale=1.0) -> TextTable:
+    """:func:`layernorm_table` rows as a :class:`rcteach.tables.TextTable`: layers down, masks across, each
     cell "mean (std)"; with ``published`` (e.g. :data:`PUBLISHED_TABLE`) a "(paper)" row under each layer.
 
     The table displays as HTML in a notebook and prints as aligned text.  ``scale`` multiplies the
@@ -199,4 +199,4 @@ def format_table(rows, *, published=None, scale=1.0) -> Table:
                 mean, std = published.get(m, {}).get(l, (float("nan"), None))
                 pub.append(f"{mean:.3g}" + (f" ({std:.2g})" if std is not None else ""))
             lines.append(("(paper)", *pub))
-    return Table(("layer", *masks), lines, caption="mu(X_l): mean (std) over seeds")
+    return TextTable(("layer", *masks), lines, caption="mu(X_l): mean (std) over seeds")

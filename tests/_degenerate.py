@@ -144,14 +144,15 @@ def _every_T(T):
 
 
 def _stable_ranks(T):
-    """Stable ranks of identical tokens (1) and the identity (T), all methods; zero tokens (an error); numerical rank."""
+    """Stable ranks of identical tokens (1) and the identity (T), all methods; zero tokens (an error); numerical
+    rank."""
     X1 = identical_tokens(T, 7)
     yield Case(f"stable_rank/identical_tokens/T={T}", lambda: close(
         torch.stack([rcteach.stable_rank(X1), rcteach.stable_rank(X1, gram=True)]), 1.0, rtol=1e-12,
         what="stable ranks of identical tokens"))
     yield Case(f"stable_rank/identity/T={T}", lambda: close(
-        torch.stack([rcteach.stable_rank(torch.eye(T, dtype=F64)), rcteach.stable_rank(torch.eye(T, dtype=F64),
-                                                                                      gram=True)]),
+        torch.stack([rcteach.stable_rank(torch.eye(T, dtype=F64)),
+                     rcteach.stable_rank(torch.eye(T, dtype=F64), gram=True)]),
         float(T), rtol=1e-12, what="stable ranks of I (a T-fold singular value)"), spectral=_torch_route(T))
     for method in ("lanczos", "power"):
         yield Case(f"stable_rank_{method}/identical_tokens/T={T}", lambda method=method: close(
@@ -161,7 +162,8 @@ def _stable_ranks(T):
             matfree.stable_rank(torch.eye(T, dtype=F64), method=method), float(T), rtol=1e-10,
             what=f"{method} stable rank of I"), spectral=method == "lanczos")  # power iteration: no decomposition
     yield Case(f"stable_rank/zero_tokens/T={T}", lambda: raises(
-        lambda: rcteach.stable_rank(torch.zeros(T, 5, dtype=F64)), ValueError, "nonzero"), spectral=False)  # refused first
+        # refused first
+        lambda: rcteach.stable_rank(torch.zeros(T, 5, dtype=F64)), ValueError, "nonzero"), spectral=False)
     yield Case(f"numerical_rank/identical_tokens/T={T}", lambda: close(equilibria.numerical_rank(X1), 1, what="rank"))
 
 
@@ -233,7 +235,8 @@ def _masks(T):
             masks.consensus_rate(near_complete_mask(T)), 1.0 / (T * (T - 1)), atol=1e-12,
             what="|lambda_2| = 1/(T(T-1))"))
     yield Case(f"consensus_transient_layer/complete/T={T}", lambda: close(
-        masks.consensus_transient_layer(masks.make_mask("complete", T), 1e-6), 1, what="one layer to consensus"), spectral=False)
+        masks.consensus_transient_layer(masks.make_mask("complete", T), 1e-6), 1, what="one layer to consensus"),
+        spectral=False)
     yield Case(f"sliding_consensus_rate/window>=T-1/T={T}", lambda: close(
         [theory.sliding_consensus_rate(T, w) for w in (T - 1, T, 2 * T)], 0.0, what="complete mask: exactly 0"),
         spectral=False)
@@ -252,7 +255,8 @@ def _scales(T):
         yield Case(f"spectral_radius/scale={s:g}/T={T}", lambda s=s: close(
             equilibria.spectral_radius(s * torch.eye(T, dtype=F64)), s, rtol=1e-12, what="spectral radius of sI"))
         yield Case(f"stable_rank/scale={s:g}/T={T}", lambda s=s: close(
-            torch.stack([rcteach.stable_rank(s * X), rcteach.stable_rank(s * X, gram=True)]), torch.stack([sr, sr_gram]),
+            torch.stack([rcteach.stable_rank(s * X), rcteach.stable_rank(s * X, gram=True)]),
+            torch.stack([sr, sr_gram]),
             rtol=1e-12, what="stable ranks of sX"), spectral=_torch_route(T))
         yield Case(f"stable_rank_lanczos/scale={s:g}/T={T}", lambda s=s: close(
             matfree.stable_rank(s * X, method="lanczos"), sr, rtol=1e-8, what="Lanczos stable rank of sX"))
@@ -264,7 +268,8 @@ def _scales(T):
                                                               what="mu(sX)/s"), spectral=False)
 
 
-GRID_POINTS = ((2, 1.0), (2, 0.5), (2, 0.2), (3, 1.0), (3, 0.5), (4, 1.0))  # every point that had NaN (T = 8: test_grid)
+# every point that had NaN (T = 8: test_grid)
+GRID_POINTS = ((2, 1.0), (2, 0.5), (2, 0.2), (3, 1.0), (3, 0.5), (4, 1.0))
 
 
 def _grid(points=GRID_POINTS):

@@ -66,17 +66,21 @@ def _fair(name, solutions, path):
 
     if name == "a1_spectral_gap":
         setup = next(c for c in code if "grader = Notebook(" in c.source)
-        edit("import math", "import math\n", f"%matplotlib inline\n%pip install rcteach\n!ls\n{setup.source}\nimport math\n"
+        edit("import math", "import math\n",
+             f"%matplotlib inline\n%pip install rcteach\n!ls\n{setup.source}\nimport math\n"
              "import statistics\n\nimport numpy as np\n")
         nb.cells.remove(setup)
-        edit("A = rcteach.random_attention(64", "gap.bulk_radius.median().item()", "float(np.median(gap.bulk_radius.numpy()))")
+        edit("A = rcteach.random_attention(64", "gap.bulk_radius.median().item()",
+             "float(np.median(gap.bulk_radius.numpy()))")
         edit("A = rcteach.random_attention(64", "gap.ratio.median().item()", "statistics.median(gap.ratio.tolist())")
         edit("def predicted_radius", "return math.sqrt(T * c_value / T**2)",
              "return torch.tensor(T * c_value / T**2, dtype=torch.float64).sqrt()")
-        edit("def swapped_spectrum", "swap_error = rcteach.spectrum_distance(", "swap_error = torch.as_tensor(rcteach.spectrum_distance(")
+        edit("def swapped_spectrum", "swap_error = rcteach.spectrum_distance(",
+             "swap_error = torch.as_tensor(rcteach.spectrum_distance(")
         edit("def swapped_spectrum", "swapped_spectrum(A))  # SOLUTION", "swapped_spectrum(A)))  # SOLUTION")
     elif name == "a2_rank_collapse":
-        edit("def frobenius_stable_rank", "s = rcteach.linalg.svdvals(X)", "s = np.linalg.svd(np.asarray(X), compute_uv=False)")
+        edit("def frobenius_stable_rank", "s = rcteach.linalg.svdvals(X)",
+             "s = np.linalg.svd(np.asarray(X), compute_uv=False)")
         edit("import math", "import math\n", "import math\n\nimport numpy as np\n")
     else:
         edit("def uniform_rate", "return float(moduli[1])", "return moduli[1]")
@@ -102,27 +106,31 @@ def build(tmp_path_factory, working_sandbox, built_assignments):
         # the solutions, dying at question 2 / hanging at question 3 with the time limit disarmed
         "crash": (_edited(a1_solutions, tmp / "crash.ipynb", {"def swapped_spectrum": "import os\nos._exit(3)"}), {}),
         "hang": (_edited(a1_solutions, tmp / "hang.ipynb", {"def my_centre": (
-            "import signal, time\nsignal.setitimer(signal.ITIMER_REAL, 0)\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
-            "while True:\n    time.sleep(0.05)")}), dict(timeout=HANG_LIMIT)),
+            "import signal, time\nsignal.setitimer(signal.ITIMER_REAL, 0)\nsignal.signal(signal.SIGALRM, "
+            "signal.SIG_IGN)\nwhile True:\n    time.sleep(0.05)")}), dict(timeout=HANG_LIMIT)),
         # answers hard-coded to pass the public tests only
         "public only": (_edited(a1["student"], tmp / "public_only.ipynb", {
             "s2 = sp.symbols": 's2 = sp.symbols("s2", positive=True)\nc_expr = s2 / LN2',
             "def predicted_radius": "def predicted_radius(T, s2_value):\n    return 0.125",
             "A = ...": "measured_radius, measured_gap_ratio = 0.125, 8.0",
-            "def swapped_spectrum": "def swapped_spectrum(A):\n    return torch.zeros(A.shape[-1], dtype=torch.complex128)\n\n\n"
-                                    "swap_error = 0.0",
-            "def my_centre": "def my_centre(A):\n    return A - A.mean(-1, keepdim=True) if A.shape == (2, 5, 5) else A"}), {}),
+            "def swapped_spectrum": "def swapped_spectrum(A):\n    return torch.zeros(A.shape[-1], "
+                                    "dtype=torch.complex128)\n\n\nswap_error = 0.0",
+            "def my_centre": "def my_centre(A):\n"
+                             "    return A - A.mean(-1, keepdim=True) if A.shape == (2, 5, 5) else A"}), {}),
         # the solutions, but my_centre and predicted_radius call the helpers the questions forbid
         "forbidden": (_edited(a1_solutions, tmp / "forbidden.ipynb", {
             "def my_centre": "from rcteach import centre as _c\n\n\ndef my_centre(A):\n    return _c(A)",
-            "def predicted_radius": "def predicted_radius(T, s2_value):\n    return rcteach.theory.bulk_radius(T, s2_value)"}), {}),
+            "def predicted_radius": "def predicted_radius(T, s2_value):\n    return rcteach.theory.bulk_radius(T, "
+                                    "s2_value)"}), {}),
     }
     for name, b in built.items():  # correct answers written otherwise than the solutions: full marks
-        submissions[f"fair {name}"] = (_fair(name, b["autograder"] / f"{name}.ipynb", tmp / name / f"{name} (1).ipynb"), {})
+        submissions[f"fair {name}"] = (_fair(name, b["autograder"] / f"{name}.ipynb", tmp / name / f"{name} (1).ipynb"),
+                                       {})
     with ThreadPoolExecutor(2) as pool:
         jobs = {}
         for name, b in built.items():
-            jobs[("solutions", name)] = pool.submit(grading.grade, b["autograder"] / f"{name}.ipynb", b["autograder"], timeout=120)
+            jobs[("solutions", name)] = pool.submit(grading.grade, b["autograder"] / f"{name}.ipynb", b["autograder"],
+                                                    timeout=120)
             jobs[("student", name)] = pool.submit(grading.grade, b["student"], b["autograder"], timeout=120)
         for key, (path, kwargs) in submissions.items():
             autograder = built[key.removeprefix("fair ")]["autograder"] if key.startswith("fair ") else a1["autograder"]
@@ -219,7 +227,10 @@ def _solution_and_hidden_lines(master):
         else:
             public.update(lines)
     public_text = "\n".join(public)  # prompts may quote a solution line: those are not secret
-    distinctive = lambda lines: {l for l in lines if len(l) > 12 and l not in public_text and not l.startswith("#")}
+
+    def distinctive(lines):
+        return {line for line in lines if len(line) > 12 and line not in public_text and not line.startswith("#")}
+
     return distinctive(solution), distinctive(hidden - solution)
 
 
@@ -253,7 +264,8 @@ def test_answer_keys_and_public_tests_reject_the_declared_wrong_answers(build, n
     from rcteach.tools.grading import authoring
 
     assert authoring.check_key(build["built"][name]) == []
-    assert len(grading.load(build["built"][name]["autograder"]).wrong) == len(grading.question_points(ROOT / "assignments" / name / f"{name}.ipynb"))
+    questions = grading.question_points(ROOT / "assignments" / name / f"{name}.ipynb")
+    assert len(grading.load(build["built"][name]["autograder"]).wrong) == len(questions)
 
 
 def test_a1_q3_public_test_rejects_the_wrong_centrings(build):
@@ -272,7 +284,8 @@ def test_student_notebook_shows_points_and_how_to_install(build, name):
     nb = nbformat.read(build["built"][name]["student"], as_version=4)
     points = grading.question_points(ROOT / "assignments" / name / f"{name}.ipynb")
     assert nb.metadata["otter"]["assignment_name"] == name
-    assert nb.cells[1].source.startswith("**Before you start.**") and 'pip install "rcteach[assign]"' in nb.cells[1].source
+    first = nb.cells[1].source
+    assert first.startswith("**Before you start.**") and 'pip install "rcteach[assign]"' in first
     prompts = [c.source for c in nb.cells if c.cell_type == "markdown" and c.source.startswith("**Question")]
     assert len(prompts) == len(points)
     for prompt, p in zip(prompts, points.values()):
@@ -287,7 +300,8 @@ def test_raising_and_looping_submission_is_graded(build):
     assert scores["q1b"] == 2 and scores["q1c"] == 2 and scores["q2"] == 3  # the rest is graded
     assert r["score"] == 7 and not r["limits_hit"]
     feedback = {t["name"]: t["feedback"] for t in r["tests"]}
-    assert any("TimeoutError" in line for line in feedback["q3"]) and any("NameError" in line for line in feedback["q1a"])
+    assert any("TimeoutError" in line for line in feedback["q3"])
+    assert any("NameError" in line for line in feedback["q1a"])
 
 
 def test_crash_and_hang_keep_the_questions_answered_before(build):
@@ -370,11 +384,13 @@ def test_public_tests_pass_hard_coded_answers_with_short_feedback(build, tmp_pat
     monkeypatch.chdir(tmp_path)
     grader = feedback.Notebook(student.name)
     env = {}
-    exec("import math, sympy as sp, torch, rcteach\nLN2 = rcteach.LN2\ns2 = sp.symbols('s2', positive=True)\nc_expr = s2\n"
-         "def predicted_radius(T, s2_value):\n    return 0.0884", env)
+    exec("import math, sympy as sp, torch, rcteach\nLN2 = rcteach.LN2\ns2 = sp.symbols('s2', positive=True)\nc_expr = "
+         "s2\ndef predicted_radius(T, s2_value):\n    return 0.0884", env)
     q1b = grader.check("q1b", env)
-    assert not q1b.passed and q1b.failures == {"q1b": ["predicted_radius(64, ln 2) returned 0.0884; expected sqrt(c/T) = 0.125"]}
-    assert "c_expr at s2 = ln 2 is 0.6931; expected e^(ln 2) - 1 = 1" in repr(grader.check("q1a", env))  # c_expr = s2 fails
+    assert not q1b.passed and q1b.failures == {"q1b": ["predicted_radius(64, ln 2) returned 0.0884; expected sqrt(c/T) "
+                                                       "= 0.125"]}
+    # c_expr = s2 fails
+    assert "c_expr at s2 = ln 2 is 0.6931; expected e^(ln 2) - 1 = 1" in repr(grader.check("q1a", env))
     report = grader.check_all(env)
     assert report.lines()[-1].startswith("Public tests: 0 / 5 questions pass") and "Trying:" not in repr(report)
     assert report._repr_html_() == "<pre>" + html.escape(repr(report)) + "</pre>"  # no raw <doctest ...> tags
@@ -393,7 +409,8 @@ def test_public_tests_pass_hard_coded_answers_with_short_feedback(build, tmp_pat
 
 def test_otter_cells_are_recognised():
     assert harness.is_otter_cell('# Initialize Otter\nimport otter\ngrader = otter.Notebook("a.ipynb")')
-    assert harness.is_otter_cell('# Initialize Otter\nfrom rcteach.tools.grading.feedback import Notebook\n\ngrader = Notebook("a.ipynb")')
+    assert harness.is_otter_cell('# Initialize Otter\nfrom rcteach.tools.grading.feedback import Notebook\n\ngrader = '
+                                 'Notebook("a.ipynb")')
     assert harness.is_otter_cell("grader.check_all()") and harness.is_otter_cell('grader.check("q9")')
     assert harness.CHECK.match('grader.check("q1a")').group(1) == "q1a"
     assert not harness.is_otter_cell("import otter\nx = 1") and not harness.is_otter_cell("x = 1")

@@ -165,7 +165,8 @@ def test_relu_and_sigmoid_formulas():
 def test_centred_flag_matches_centre(activation):
     g = logits(2, T, T)
     mask = make_mask("sliding-causal", T, window=2)
-    assert torch.equal(attention_map(g, activation=activation, centred=True), centre(attention_map(g, activation=activation)))
+    assert torch.equal(attention_map(g, activation=activation, centred=True),
+                       centre(attention_map(g, activation=activation)))
     assert torch.equal(attention_map(g, mask, activation=activation, centred=True),
                        centre(attention_map(g, mask, activation=activation), mask))
 

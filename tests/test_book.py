@@ -52,7 +52,8 @@ def test_chapters_are_labelled_linked_and_checked_in_one_call():
     cells, no reach-ins to the HTML formatter)."""
     bare = re.compile(r"\b(previous|next) chapter\b", re.IGNORECASE)
     texts = {name: (ROOT / f"{name}.md").read_text(encoding="utf-8") for name in toc_files()}
-    labels = {label: name for name, text in texts.items() for label in re.findall(r"^\$\$ \(([a-z0-9-]+)\)$", text, re.M)}
+    labels = {label: name for name,
+              text in texts.items() for label in re.findall(r"^\$\$ \(([a-z0-9-]+)\)$", text, re.M)}
     cited = {label for text in texts.values() for label in re.findall(r"\{eq\}`([^`]+)`", text)}
     assert cited <= set(labels), f"cited equations without a label: {sorted(cited - set(labels))}"
     assert set(labels) <= cited, f"equation labels nothing cites: {sorted(set(labels) - cited)}"
@@ -89,7 +90,8 @@ def built_book(tmp_path_factory):
     assert vendor.returncode == 0, "make vendor failed:\n" + vendor.stdout[-3000:] + vendor.stderr[-3000:]
     out = tmp_path_factory.mktemp("book")
     jupyter_book = Path(sys.executable).with_name("jupyter-book")
-    cmd = [str(jupyter_book), "build", str(ROOT), "--all", "--warningiserror", "--keep-going", "--path-output", str(out)]
+    cmd = [str(jupyter_book), "build", str(ROOT), "--all", "--warningiserror", "--keep-going", "--path-output",
+           str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
     if proc.returncode != 0 and any(s in proc.stdout + proc.stderr for s in KERNEL_PORT_RACE):
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)  # once more, see KERNEL_PORT_RACE
@@ -283,7 +285,8 @@ def test_download_menu_and_collapsed_solutions_in_a_browser(built_book):
                 " const d = c.querySelector(':scope > details.hide');"
                 " return {toggle: !!d, open: !!(d && d.open), outputs: c.querySelectorAll('.cell_output').length,"
                 " inside: d ? d.querySelectorAll('.cell_output').length : 0,"
-                " shown: Array.from(c.querySelectorAll('.cell_output, .cell_input')).some(e => e.checkVisibility())}; })")
+                " shown: Array.from(c.querySelectorAll('.cell_output, .cell_input')).some(e => e.checkVisibility())}; "
+                "})")
             for i, cell in enumerate(cells):
                 if not cell["toggle"] or cell["open"] or cell["outputs"] != cell["inside"] or cell["shown"]:
                     problems.append(f"{name}: solution cell {i} not collapsed with its outputs: {cell}")
@@ -355,7 +358,8 @@ def test_search_from_disk_shows_snippets_without_errors(built_book):
         page.goto((html / "search.html").as_uri() + "?q=spectral", wait_until="load")
         page.wait_for_function("/found/.test(document.querySelector('#search-results .search-summary')?.innerText)"
                                " && document.querySelectorAll('#search-results li').length > 0 && Array.from("
-                               "document.querySelectorAll('#search-results li')).every(li => li.querySelector('p.context'))",
+                               "document.querySelectorAll('#search-results li')).every(li => "
+                               "li.querySelector('p.context'))",
                                timeout=30000)
         hits = page.evaluate("Array.from(document.querySelectorAll('#search-results li')).map(li =>"
                              " [li.querySelector('a').innerText, li.querySelector('p.context').innerText])")

@@ -4,8 +4,8 @@ changes its figure.
 
 Starts ``jupyter lab`` on 127.0.0.1 (a free port, a random token) in a temporary folder holding
 copies of the chapters, with the settings ``make setup`` installs into the venv (venv-config/),
-drives it with Debian's chromium through PyPI playwright, and stops the server at the end.  The page tests of the built book are in test_book.py (they share
-its one build).
+drives it with Debian's chromium through PyPI playwright, and stops the server at the end.  The page tests of the built
+book are in test_book.py (they share its one build).
 """
 
 import contextlib
@@ -62,7 +62,8 @@ def _jupyterlab(root: Path):
     installs them from venv-config/); yields (base url, token); stopped afterwards."""
     port, token = _free_port(), secrets.token_hex(16)
     jupyter = Path(sys.executable).with_name("jupyter")
-    cmd = [str(jupyter), "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}", f"--IdentityProvider.token={token}", "--allow-root",
+    cmd = [str(jupyter), "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}", f"--IdentityProvider.token={token}",
+           "--allow-root",
            f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True",
            "--ServerApp.open_browser=False", "--LabApp.news_url=", "--LabApp.check_for_updates_class="
            "jupyterlab.NeverCheckForUpdate"]
@@ -181,7 +182,8 @@ def test_a_chapter_opens_as_a_notebook_with_solutions_collapsed_runs_and_saves_u
     url, token, book = book_lab
     source = (book / CHAPTER).read_text(encoding="utf-8")
     n_dropdowns = source.count(":::{admonition} Solution")
-    n_solution_cells = sum("solution" in c.metadata.get("tags", []) for c in jupytext.reads(source, fmt="md:myst").cells)
+    cells = jupytext.reads(source, fmt="md:myst").cells
+    n_solution_cells = sum("solution" in c.metadata.get("tags", []) for c in cells)
     assert n_dropdowns and n_solution_cells, f"{CHAPTER} has no exercise solutions to check"
     with sync_playwright() as p:
         browser = launch(p)
@@ -189,7 +191,8 @@ def test_a_chapter_opens_as_a_notebook_with_solutions_collapsed_runs_and_saves_u
         page.goto(f"{url}/lab/tree/book?token={token}&reset", wait_until="domcontentloaded")
         page.wait_for_function("window.jupyterapp", timeout=60000)
         _open_by_double_click(page, CHAPTER)
-        assert page.evaluate(f"window.jupyterapp.docRegistry.defaultWidgetFactory({CHAPTER!r}).name") == "Jupytext Notebook"
+        factory = page.evaluate(f"window.jupyterapp.docRegistry.defaultWidgetFactory({CHAPTER!r}).name")
+        assert factory == "Jupytext Notebook"
         panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
         page.wait_for_function("document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden)"
                                f" details.myst-admonition').length >= {n_dropdowns}", timeout=30000)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from rcteach.checks import registry, run_check
+from rcteach.checks import all_checks, run_check
 
 NAMES = ["logit-mean-cancels", "leading-term-residual", "entry-sd", "frobenius-norm", "centred-frobenius-norm",
          "frobenius-next-order", "top-singular-value", "bulk-median-modulus", "sv-median", "sv-edge-light-tails",
@@ -10,7 +10,7 @@ NAMES = ["logit-mean-cancels", "leading-term-residual", "entry-sd", "frobenius-n
 
 
 def test_registered_with_notes():
-    reg = registry()
+    reg = all_checks()
     for name in NAMES:
         assert name in reg and reg[name].tolerance_note and reg[name].claim
 

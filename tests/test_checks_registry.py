@@ -1,6 +1,5 @@
 """Unit tests for rcteach.checks.registry: comparisons, registration, running and reporting."""
 
-import importlib
 import inspect
 import json
 import math
@@ -10,20 +9,21 @@ import pytest
 import torch
 
 import rcteach
+import rcteach.checks.registry as registry_module
 from rcteach.checks import (
     Check,
     CheckResult,
     Comparison,
+    all_checks,
     mutants_table,
     off_by,
     register,
-    registry,
     results_html,
     results_table,
     run_check,
     run_checks,
 )
-registry_module = importlib.import_module("rcteach.checks.registry")
+
 ONE_OFF = {"one off": lambda p, s: p + 1}  # a mutant for the throwaway numeric checks
 
 FOUNDATION_CHECKS = ["mask-connectivity", "causal-centre", "sliding-diameter", "row-stochastic", "outlier-one",
@@ -126,54 +126,63 @@ def test_comparison_is_frozen():
 
 # -- register and registry -------------------------------------------------------------------------
 
+def test_the_registry_module_is_the_module():
+    """``rcteach.checks.registry`` is the module (with Check ...); the function is ``all_checks``."""
+    assert rcteach.checks.registry is registry_module and registry_module.Check is Check
+    assert registry_module.all_checks() == all_checks()
+
+
 def test_foundation_checks_are_registered():
-    names = list(registry())
+    names = list(all_checks())
     for name in FOUNDATION_CHECKS:
         assert name in names
-    assert all(isinstance(c, Check) for c in registry().values())
+    assert all(isinstance(c, Check) for c in all_checks().values())
 
 
 def test_registry_returns_a_copy(throwaway):
     name = throwaway()
-    snapshot = registry()
+    snapshot = all_checks()
     snapshot[name] = None
-    assert name not in registry()
+    assert name not in all_checks()
 
 
 def test_register_records_the_check(throwaway):
     name = throwaway()
 
-    @register(name, claim="two is two", source="exact", tolerance_note="exact", mutants=ONE_OFF, quick=dict(x=2), full=dict(x=3))
+    @register(name, claim="two is two", source="exact", tolerance_note="exact", mutants=ONE_OFF, quick=dict(x=2),
+              full=dict(x=3))
     def f(*, x):
         return Comparison(2, x)
 
     assert f(x=2).passed  # the decorator returns the function itself
-    check = registry()[name]
-    assert (check.name, check.claim, check.source, check.tolerance_note, check.func) == (name, "two is two", "exact", "exact", f)
+    check = all_checks()[name]
+    assert ((check.name, check.claim, check.source, check.tolerance_note, check.func)
+            == (name, "two is two", "exact", "exact", f))
     assert check.quick == {"x": 2} and check.full == {"x": 3}
-    assert list(registry())[-1] == name  # registration order
+    assert list(all_checks())[-1] == name  # registration order
 
 
 def test_register_rejects_duplicates(throwaway):
     name = throwaway()
     register(name, claim="a", source="derived", tolerance_note="n", mutants=ONE_OFF)(lambda: Comparison(0, 0))
-    original = registry()[name]
+    original = all_checks()[name]
     with pytest.raises(ValueError, match=name):
         register(name, claim="b", source="derived", tolerance_note="n", mutants=ONE_OFF)(lambda: Comparison(0, 1))
-    assert registry()[name] is original
+    assert all_checks()[name] is original
     with pytest.raises(ValueError, match="already registered"):
-        register("row-stochastic", claim="b", source="exact", tolerance_note="n", mutants=ONE_OFF)(lambda: Comparison(0, 1))
+        register("row-stochastic", claim="b", source="exact", tolerance_note="n",
+                 mutants=ONE_OFF)(lambda: Comparison(0, 1))
 
 
 def test_register_rejects_unknown_source(throwaway):
     with pytest.raises(ValueError, match="source"):
         register(throwaway(), claim="a", source="folklore", tolerance_note="n", mutants=ONE_OFF)
-    assert not any(n.startswith("zz-unit-test") for n in registry())
+    assert not any(n.startswith("zz-unit-test") for n in all_checks())
 
 
 def test_throwaway_checks_are_cleaned_up():
     # runs after the tests above: nothing they registered is left behind
-    assert not any(n.startswith("zz-unit-test") for n in registry())
+    assert not any(n.startswith("zz-unit-test") for n in all_checks())
 
 
 # -- settings and run_check ------------------------------------------------------------------------
@@ -195,7 +204,7 @@ def echo(throwaway):
 
 def test_settings_layering(echo):
     name, _ = echo
-    check = registry()[name]
+    check = all_checks()[name]
     assert check.settings() == dict(z=5, device=None, x=1, y=2)
     assert check.settings("full") == dict(z=5, device=None, x=1, y=20)
     assert check.settings("full", z=7, x=3) == dict(z=7, device=None, x=3, y=20)
@@ -245,7 +254,8 @@ def test_run_check_errors(echo):
 def test_run_checks_by_pattern(throwaway):
     prefix = throwaway("group")
     for i, measured in enumerate((0, 0, 1)):
-        register(f"{prefix}-{i}", claim="c", source="exact", tolerance_note="n", mutants=ONE_OFF)(lambda m=measured: Comparison(0, m))
+        register(f"{prefix}-{i}", claim="c", source="exact", tolerance_note="n",
+                 mutants=ONE_OFF)(lambda m=measured: Comparison(0, m))
     results = run_checks(pattern=f"{prefix}-*")
     assert [r.check.name for r in results] == [f"{prefix}-{i}" for i in range(3)]
     assert [r.passed for r in results] == [True, True, False]
@@ -285,7 +295,8 @@ def test_results_table(results):
     table = results_table(results)
     lines = table.splitlines()
     assert lines[-1] == "1 passed, 1 failed"
-    assert lines[0].split() == ["check", "source", "setting", "predicted", "measured", "tolerance", "resolves", "result"]
+    assert lines[0].split() == ["check", "source", "setting", "predicted", "measured", "tolerance", "resolves",
+                                "result"]
     assert set(lines[1]) <= {"-", " "}
     assert results[0].check.name in lines[2] and lines[2].rstrip().endswith("PASS")
     assert results[1].check.name in lines[3] and lines[3].rstrip().endswith("FAIL")
@@ -379,7 +390,8 @@ def test_check_displays_html_in_ipython(pair, monkeypatch):
     monkeypatch.setattr(IPython, "get_ipython", lambda: object())
     monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
     rcteach.check(f"{pair}-a")
-    assert len(shown) == 1 and shown[0].data.startswith("<table class='rcteach-checks'>") and f"{pair}-a" in shown[0].data
+    assert len(shown) == 1
+    assert shown[0].data.startswith("<table class='rcteach-checks'>") and f"{pair}-a" in shown[0].data
 
 
 def test_check_errors(pair):
@@ -475,7 +487,7 @@ def test_mutants_killed_and_survived(throwaway):
 
 
 def test_every_registered_check_declares_a_mutant_and_an_honest_source():
-    for check in registry().values():
+    for check in all_checks().values():
         assert check.mutants, check.name
         assert check.source in ("paper", "derived", "reconstruction", "exact"), check.name
 
@@ -573,6 +585,6 @@ def test_register_checks_the_base_seeds(throwaway):
 
 
 def test_every_simulating_check_runs_on_three_seeds():
-    for check in registry().values():
+    for check in all_checks().values():
         if "seed" in inspect.signature(check.func).parameters:
             assert len(set(check.base_seeds)) >= 3, check.name

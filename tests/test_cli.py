@@ -1,7 +1,6 @@
 """The command line: ``python -m rcteach check`` and every command's exit codes and argument checks."""
 
 import fnmatch
-import importlib
 import json
 import math
 import re
@@ -13,12 +12,12 @@ from pathlib import Path
 import pytest
 import torch
 
+import rcteach.checks.registry as registry_module
 from rcteach.checks import Comparison, register
 from rcteach.tools import cli
 from rcteach.tools.cli import build_parser, main, strict_row
 
 ROOT = Path(__file__).resolve().parents[1]
-registry_module = importlib.import_module("rcteach.checks.registry")
 ONE_OFF = {"one off": lambda p, s: p + 1}  # a mutant for the throwaway numeric checks
 
 
@@ -98,14 +97,16 @@ def test_mutants_exit_one_when_one_survives(temporary_checks, capsys):
     assert main(["check", "--mutants", "-k", f"{prefix}-*"]) == 0
     out = capsys.readouterr().out
     assert "quick mode, device" in out and ", mutants" in out and "killed    one off" in out
-    register(f"{prefix}-weak", claim="c", source="derived", tolerance_note="n", mutants={"1% high": lambda p, s: 1.01 * p})(
+    register(f"{prefix}-weak", claim="c", source="derived", tolerance_note="n",
+             mutants={"1% high": lambda p, s: 1.01 * p})(
         lambda: Comparison(prediction=1.0, measured=1.0, tolerance=0.1, relative=True))
     assert main(["check", "-k", f"{prefix}-*"]) == 0  # without --mutants a surviving mutant does not matter
     assert main(["check", "--mutants", "-k", f"{prefix}-*"]) == 1
     assert "SURVIVED  1% high" in capsys.readouterr().out
     assert main(["check", "--mutants", "--json", "-k", f"{prefix}-weak"]) == 1
     (result,) = json.loads(capsys.readouterr().out)
-    assert result["mutants"][0] == {"name": "1% high", "killed": False, "generated": False, "offset": pytest.approx(0.01),
+    assert result["mutants"][0] == {"name": "1% high", "killed": False, "generated": False,
+                                    "offset": pytest.approx(0.01),
                                     "survived_on": [None]} and result["passed"] is True
     assert [m["killed"] for m in result["mutants"][1:]] == [True, True, False, False]  # 1.5 x resolves; 5%
     assert len(result["rules"]) == 1 and "below the prediction" in result["rules"][0]  # no near mutant below
@@ -181,7 +182,8 @@ BAD_ARGUMENTS = [  # (arguments, what the message says), refused while parsing (
     (["sweep", "OUT", "--gamma", "0"], "--gamma: expected a finite number in (0, 1]"),
     (["sweep", "OUT", "--base-seed", "-1"], "--base-seed: expected an integer in [0, 2^64 - 1], got -1"),
     (["sweep", "OUT", "--device", "not-a-device"], "--device: device must be a torch device string"),
-    (["check", "--device", "not-a-device"], "--device: device must be a torch device string such as 'cpu' or 'cuda:0', got 'not-a-device'"),
+    (["check", "--device", "not-a-device"],
+     "--device: device must be a torch device string such as 'cpu' or 'cuda:0', got 'not-a-device'"),
     (["check", "--device", "cuda"], "--device: device='cuda' asks for CUDA, but CUDA is not available"),
     (["bench", "--device", "cuda:1"], "--device: device='cuda:1' asks for CUDA, but CUDA is not available"),
     (["student-copy", "MISSING", "-o", "OUT"], "paths: MISSING is not an existing file"),
@@ -207,15 +209,18 @@ BAD_ARGUMENTS = [  # (arguments, what the message says), refused while parsing (
     (["sweep", "OUT", "--gamma", "2"], "--gamma: expected a finite number in (0, 1] (gamma = T/d"),
     (["sweep", "OUT", "--gamma", "1", "2"], "--gamma: expected a finite number in (0, 1]"),  # before gamma = 1 runs
     (["sweep", "OUT", "--gamma", "nan"], "--gamma: expected a finite number in (0, 1]"),
-    (["sweep", "OUT", "--gamma", "inf"], "--gamma: expected a finite number in (0, 1] (gamma = T/d, orthonormal tokens need T <= d), got inf"),
+    (["sweep", "OUT", "--gamma", "inf"],
+     "--gamma: expected a finite number in (0, 1] (gamma = T/d, orthonormal tokens need T <= d), got inf"),
     (["sweep", "OUT", "--gamma", "half"], "--gamma: expected a number in (0, 1]"),
     (["sweep", "OUT", "--seeds", "1.5"], "--seeds: expected an integer >= 1, got '1.5'"),
     (["sweep", "OUT", "--depth", "two"], "--depth: expected an integer >= 1, got 'two'"),
     (["sweep", "OUT", "--base-seed", str(2**64)], f"--base-seed: expected an integer in [0, 2^64 - 1], got {2**64}"),
     (["sweep", "OUT", "--dask", "local:0"], "--dask: expected 'local:N' with N >= 1 local workers, got 'local:0'"),
     (["sweep", "OUT", "--dask", "local:x"], "--dask: expected 'local:N' with N >= 1 local workers, got 'local:x'"),
-    (["sweep", "OUT", "--dask", "nowhere"], "--dask: expected 'local:N' or a scheduler address such as tcp://host:8786"),
-    (["sweep", "OUT", "--dask", ""], "--dask: expected 'local:N' or a scheduler address such as tcp://host:8786, got ''"),
+    (["sweep", "OUT", "--dask", "nowhere"],
+     "--dask: expected 'local:N' or a scheduler address such as tcp://host:8786"),
+    (["sweep", "OUT", "--dask", ""],
+     "--dask: expected 'local:N' or a scheduler address such as tcp://host:8786, got ''"),
     (["sweep", "OUT", "--dtype", "float16"], "--dtype: invalid choice: 'float16'"),
     (["sweep", "FILE"], "argument out: FILE is a file, not a folder"),
     (["sweep", "FILE/out"], "argument out: FILE/out: FILE is a file, not a folder"),
@@ -225,7 +230,8 @@ BAD_ARGUMENTS = [  # (arguments, what the message says), refused while parsing (
     (["student-copy", "FILE", "-o", "OUT"], "paths: FILE is not a chapter (a .md or .ipynb notebook)"),
     (["student-copy", "CHAPTER", "-o", "FILE"], "-o/--output: FILE is a file, not a folder"),
     (["student-copy", "CHAPTER", "-o", "FILE/sub"], "-o/--output: FILE/sub: FILE is a file, not a folder"),
-    (["student-copy", "CHAPTER", "-o", NOWRITE], "-o/--output: /proc/self/rcteach-test: the folder /proc/self is not writable"),
+    (["student-copy", "CHAPTER", "-o", NOWRITE],
+     "-o/--output: /proc/self/rcteach-test: the folder /proc/self is not writable"),
     (["student-copy", "CHAPTER", "--to", "pdf", "-o", "OUT"], "--to: invalid choice: 'pdf'"),
     (["student-copy", "CHAPTER"], "the following arguments are required: -o/--output"),
     (["assign", "--source", "FILE"], "--source: FILE is not an existing folder"),
@@ -237,7 +243,8 @@ REFUSED_AFTER_PARSING = [  # (arguments, what the message says): checked after p
     (["check", "-k", ""], "-k '' matches no check"),
     (["bench", "--sizes", "16", "16"], "--sizes: 16 given twice"),
     (["bench", "--depths", "2", "2"], "--depths: 2 given twice"),
-    (["bench", "--grid", "--sizes", "16"], "--grid times the authors' whole grid and takes only --official; --sizes does not apply"),
+    (["bench", "--grid", "--sizes", "16"],
+     "--grid times the authors' whole grid and takes only --official; --sizes does not apply"),
     (["bench", "--grid", "--quick"], "--quick does not apply"),
     (["bench", "--grid", "--csv", "OUT.csv"], "--csv does not apply"),
     (["bench", "--official", "EMPTY"], "--official needs --grid"),
@@ -253,7 +260,8 @@ REFUSED_AFTER_PARSING = [  # (arguments, what the message says): checked after p
     (["sweep", "OUT", "--T", "100000"], "T=100000 needs about 29802 GiB a point (40 networks of T x T in a batch)"),
     (["student-copy", "CHAPTER", "CHAPTER2", "-o", "OUT"], "paths: two chapters would both be written to OUT/x.md"),
     (["student-copy", "BADNB", "-o", "OUT"], "path BADNB is not a notebook jupytext can read"),
-    (["student-copy", "CHAPTER", "-o", "CHDIR"], "the student copy would overwrite CHAPTER: choose another out_dir (-o)"),
+    (["student-copy", "CHAPTER", "-o", "CHDIR"],
+     "the student copy would overwrite CHAPTER: choose another out_dir (-o)"),
     (["assign", "--source", "EMPTY"], "--source EMPTY holds no master notebooks"),
 ]
 
@@ -265,7 +273,8 @@ def test_bad_argument_exits_two(argv, message, placeholders, tmp_path, capsys, n
 
 
 @pytest.mark.parametrize("argv, message", REFUSED_AFTER_PARSING, ids=[" ".join(a) for a, _ in REFUSED_AFTER_PARSING])
-def test_bad_value_found_after_parsing_exits_two_before_any_work(argv, message, placeholders, tmp_path, capsys, no_cuda):
+def test_bad_value_found_after_parsing_exits_two_before_any_work(argv, message, placeholders, tmp_path, capsys,
+                                                                 no_cuda):
     err = _usage_error([placeholders(a) for a in argv], capsys, placeholders(message))
     assert err.strip().count("\n") == 0 and "Traceback" not in err  # one line
     assert not (tmp_path / "out").exists() and not (tmp_path / "ch" / "x.ipynb").exists()
@@ -279,7 +288,8 @@ def test_bad_values_found_after_parsing_exit_two(tmp_path, capsys, monkeypatch, 
     monkeypatch.setenv("RCTEACH_DEVICE", "not-a-device")
     _usage_error(["check", "-k", "mask-connectivity"], capsys, "RCTEACH_DEVICE must be a torch device string")
     monkeypatch.delenv("RCTEACH_DEVICE")
-    _usage_error(["bench", "--gpu-suite"], capsys, "--gpu-suite: device='cuda' asks for CUDA, but CUDA is not available")
+    _usage_error(["bench", "--gpu-suite"], capsys,
+                 "--gpu-suite: device='cuda' asks for CUDA, but CUDA is not available")
     _usage_error(["assign", "--source", str(tmp_path)], capsys, "holds no master notebooks")
     _usage_error(["sweep", str(tmp_path / "x"), "--configs", "B", "--quiet"], capsys, "python -m rcteach sweep: error:")
     _usage_error(["sweep", str(tmp_path / "y"), "--configs", "A", "--device", "cuda", "--quiet"], capsys,
@@ -388,7 +398,7 @@ def test_grade_reports_why_a_submission_could_not_be_graded(tmp_path, capsys, mo
     notebooks = [str(tmp_path / n) for n in ("good.ipynb", "bad.ipynb", "crashed.ipynb")]
     assert main(["grade", *notebooks, "-a", str(tmp_path / "ag")]) == 1
     out, err = capsys.readouterr()
-    assert f"bad.ipynb: could not be graded: RuntimeError: the answer key raised KeyError: 'q9'" in err
+    assert "bad.ipynb: could not be graded: RuntimeError: the answer key raised KeyError: 'q9'" in err
     assert out.splitlines() == [f"{notebooks[0]}: 1 / 2",
                                 f"{notebooks[1]}: not graded: RuntimeError: the answer key raised KeyError: 'q9'",
                                 f"{notebooks[2]}: 1 / 2  (run failed: exit status 1: JSONDecodeError: Expecting value)"]

@@ -3,6 +3,7 @@ import torch
 
 import rcteach
 from rcteach import equilibria as eq
+from rcteach.norms import normalise
 
 F64 = torch.float64
 MASK = rcteach.make_mask("causal", 2)
@@ -14,6 +15,17 @@ def test_layer_map_shapes_and_unit_norm():
     Y = eq.layer_map(X, W, B, mask=MASK)
     assert Y.shape == (3, 2, 2)
     assert torch.allclose(Y.norm(dim=-1), torch.ones(3, 2, dtype=F64))
+
+
+def test_layer_map_is_the_formula():
+    """layer_map (rcteach.layers.forward underneath) is normalise(softmax_mask(beta X B X^T) X W_V), to rounding."""
+    g = torch.Generator().manual_seed(4)
+    X = eq.random_unit_tokens(5, 3, batch=(2,), seed=1)
+    W, B = torch.randn(2, 2, 3, 3, generator=g, dtype=F64)
+    mask = rcteach.make_mask("causal", 5)
+    A = torch.softmax((0.7 * X @ B @ X.mT).masked_fill(~mask, -torch.inf), dim=-1)
+    for norm, expected in (("rms", normalise(A @ X @ W, "rms")), (None, A @ X @ W)):
+        assert torch.allclose(eq.layer_map(X, W, B, mask=mask, beta=0.7, norm=norm), expected, rtol=1e-13, atol=1e-15)
 
 
 def test_seed_reproducible():

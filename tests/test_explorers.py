@@ -138,17 +138,6 @@ def test_mask_data_beta_scales_the_logits():
     assert np.all(cold.mu[1] > hot.mu[1])
 
 
-def test_old_keywords_still_work_with_a_deprecation_warning_naming_the_new_one():
-    with pytest.warns(DeprecationWarning, match="attention="):
-        old = ex.spectrum_data(16, 0.5, model="qk", d_qk=4)
-    same(old, ex.spectrum_data(16, 0.5, attention="qk", d_qk=4))
-    with pytest.warns(DeprecationWarning, match="beta="):
-        old = ex.mask_data("causal", T=6, temperature=4.0, depth=2, d=8, seeds=2)
-    same(old, ex.mask_data("causal", T=6, beta=0.25, depth=2, d=8, seeds=2))
-    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="temperature"):
-        ex.mask_data("causal", T=6, temperature=0.0)
-
-
 def test_png_palette_is_smaller_and_the_same_size():
     from PIL import Image
     import base64

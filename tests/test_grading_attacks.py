@@ -116,21 +116,23 @@ def _attacks(autograder: pathlib.Path, outside: pathlib.Path) -> dict:
         ], {}),
         "read the hidden tests": ([
             f"import glob\nfor path in [{str(MASTER)!r}, {str(autograder / grading.KEY)!r}, "
-            f"{str(autograder / 'a1_spectral_gap.ipynb')!r}] + [p for top in ('/work', '/root', '/tmp') for p in glob.glob(top + '/**/key.py', recursive=True)]:\n"
+            f"{str(autograder / 'a1_spectral_gap.ipynb')!r}] + [p for top in ('/work', '/root', '/tmp') for p in "
+            f"glob.glob(top + '/**/key.py', recursive=True)]:\n"
             "    try:\n        print(open(path).read())\n    except OSError as e:\n        print('hidden', e)\n"
             "print(open('/proc/1/cmdline').read(), open('/proc/self/cmdline').read())\n"
             "def predicted_radius(T, s2):\n    raise RuntimeError(open(" f"{str(MASTER)!r}" ").read())",
         ], {}),
         "leak the environment": ([
             "import os\nprint(dict(os.environ), open('/proc/1/environ').read())\n"
-            "def predicted_radius(T, s2):\n    raise RuntimeError(repr(dict(os.environ)) + open('/proc/1/environ').read())\n"
-            "raise RuntimeError(repr(dict(os.environ)))",
+            "def predicted_radius(T, s2):\n    raise RuntimeError(repr(dict(os.environ)) + "
+            "open('/proc/1/environ').read())\nraise RuntimeError(repr(dict(os.environ)))",
         ], {}),
         "pickle payload": ([
             "import json, os, pickle, sys\nfd = int(sys.argv[-2])\n"
             f"record = {{'question': 'q1c', 'answers': [{{'ok': {{'$': 'ndarray', 'v': {pickled!r}}}}}] * 2}}\n"
             "os.write(fd, (json.dumps(record) + '\\n').encode())\n"
-            f"pickle.dump(1, open('results.pkl', 'wb'))\nmeasured_radius = measured_gap_ratio = {{'$': 'ndarray', 'v': {pickled!r}}}",
+            f"pickle.dump(1, open('results.pkl', 'wb'))\nmeasured_radius = measured_gap_ratio = "
+            f"{{'$': 'ndarray', 'v': {pickled!r}}}",
         ], {}),
         "write outside": ([
             f"for path in {[str(t) for t in targets]!r}:\n    try:\n        open(path, 'w').write('import os')\n"
@@ -139,13 +141,13 @@ def _attacks(autograder: pathlib.Path, outside: pathlib.Path) -> dict:
         "background process": ([
             "import os, subprocess, sys\n"
             f"cmd = [sys.executable, '-c', 'import time; time.sleep(300)  # {MARK}']\n"
-            "for start in (lambda: subprocess.Popen(cmd, start_new_session=True), lambda: os.system(' '.join(cmd) + ' &'),\n"
-            "              lambda: os.posix_spawn(cmd[0], cmd, {}), lambda: os.fork() or os._exit(0)):\n"
+            "for start in (lambda: subprocess.Popen(cmd, start_new_session=True), lambda: os.system(' '.join(cmd) + ' "
+            "&'),\n              lambda: os.posix_spawn(cmd[0], cmd, {}), lambda: os.fork() or os._exit(0)):\n"
             "    try:\n        start()\n    except OSError as e:\n        print('start', e)",
         ], {}),
         "disarm the time limit": ([
-            "import signal, time\nsignal.setitimer(signal.ITIMER_REAL, 0)\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
-            "while True:\n    try:\n        time.sleep(0.05)\n    except BaseException:\n        pass",
+            "import signal, time\nsignal.setitimer(signal.ITIMER_REAL, 0)\nsignal.signal(signal.SIGALRM, "
+            "signal.SIG_IGN)\nwhile True:\n    try:\n        time.sleep(0.05)\n    except BaseException:\n        pass",
         ], {"timeout": WALL}),
         "huge output": ([
             "import os, sys\nfor _ in range(50):\n    sys.stdout.write('x' * (1 << 20))\n"
@@ -161,7 +163,8 @@ def _attacks(autograder: pathlib.Path, outside: pathlib.Path) -> dict:
         # ignore signals; keep a thread alive
         "outlive the grading": ([
             "import ctypes, os, signal, threading, time\nlibc = ctypes.CDLL(None, use_errno=True)\n"
-            f"libc.prctl(15, {COMM!r}.encode(), 0, 0, 0)  # PR_SET_NAME\nlibc.prctl(1, 0, 0, 0, 0)  # PR_SET_PDEATHSIG: none\n"
+            f"libc.prctl(15, {COMM!r}.encode(), 0, 0, 0)  # PR_SET_NAME\nlibc.prctl(1, 0, 0, 0, 0)  # "
+            f"PR_SET_PDEATHSIG: none\n"
             "for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):\n    signal.signal(sig, signal.SIG_IGN)\n"
             f"{_DISARM_BWRAP_INIT}"
             "threading.Thread(target=lambda: time.sleep(10 ** 6)).start()  # not a daemon: the process waits for it\n"
@@ -169,10 +172,10 @@ def _attacks(autograder: pathlib.Path, outside: pathlib.Path) -> dict:
         ], {"timeout": WALL}),
         # issue 25, containment 2: answers that overflow a float comparison
         "break the judge": ([
-            "import sympy as sp\ns2 = sp.symbols('s2', positive=True)\nc_expr = sp.Float('1.5e308') * (1 + sp.I) + 0 * s2\n"
-            "measured_radius, measured_gap_ratio, swap_error = 10 ** 400, complex(1.5e308, 1.5e308), -10 ** 400\n"
-            "predicted_radius = lambda *a: complex(1.5e308, -1.5e308)\nswapped_spectrum = lambda A: [10 ** 400] * A.shape[-1]\n"
-            "my_centre = lambda A: complex(-1.5e308, 1.5e308)",
+            "import sympy as sp\ns2 = sp.symbols('s2', positive=True)\nc_expr = sp.Float('1.5e308') * (1 + sp.I) + 0 * "
+            "s2\nmeasured_radius, measured_gap_ratio, swap_error = 10 ** 400, complex(1.5e308, 1.5e308), -10 ** 400\n"
+            "predicted_radius = lambda *a: complex(1.5e308, -1.5e308)\nswapped_spectrum = lambda A: [10 ** 400] * "
+            "A.shape[-1]\nmy_centre = lambda A: complex(-1.5e308, 1.5e308)",
         ], {}),
         # issue 25, containment 3: fill every writable folder, memory file and shared memory segment
         "memory outside the limits": ([
@@ -181,33 +184,36 @@ def _attacks(autograder: pathlib.Path, outside: pathlib.Path) -> dict:
             "    try:\n        with open(path, 'wb') as f:\n            while True:\n"
             "                f.write(block)\n                f.flush()\n                total += len(block)\n"
             "    except OSError as e:\n        print('fill', path, e.errno)\n"
-            f"for name, nr, args in (('memfd_create', {NR['memfd_create']}, (b'x', 0)), ('shmget', {NR['shmget']}, (0, 1 << 30, 0o1600)),\n"
-            f"                       ('mq_open', {NR['mq_open']}, (b'q', 0o100, 0o600, 0))):\n"
+            f"for name, nr, args in (('memfd_create', {NR['memfd_create']}, (b'x', 0)), ('shmget', {NR['shmget']}, (0, "
+            f"1 << 30, 0o1600)),\n                       ('mq_open', {NR['mq_open']}, (b'q', 0o100, 0o600, 0))):\n"
             "    print(name, libc.syscall(nr, *args), ctypes.get_errno())\n"
-            "try:\n    from multiprocessing import shared_memory\n    shared_memory.SharedMemory(create=True, size=1 << 30)\n"
-            "    total += 1 << 30\nexcept OSError as e:\n    print('shm_open', e)\nprint('MEMORY-WRITTEN', total)",
+            "try:\n    from multiprocessing import shared_memory\n    shared_memory.SharedMemory(create=True, size=1 "
+            "<< 30)\n    total += 1 << 30\nexcept OSError as e:\n    print('shm_open', e)\nprint('MEMORY-WRITTEN', "
+            "total)",
         ], {"limits": sandbox.Limits(wall=60, cpu=60, scratch=SCRATCH)}),
         # issue 25, containment 4: threads (and file descriptors) without limit
         "threads without limit": ([
             "import os, threading\nstop = threading.Event()\nthreads = files = 0\ntry:\n    while threads < 100000:\n"
             "        threading.Thread(target=stop.wait, daemon=True).start()\n        threads += 1\n"
             "except RuntimeError as e:\n    print('threads', e)\ntry:\n    while files < 100000:\n"
-            "        os.open('/dev/null', os.O_RDONLY)\n        files += 1\nexcept OSError as e:\n    print('files', e)\n"
-            "print('THREADS-STARTED', threads, 'FILES-OPENED', files)\nstop.set()",
+            "        os.open('/dev/null', os.O_RDONLY)\n        files += 1\nexcept OSError as e:\n    print('files', "
+            "e)\nprint('THREADS-STARTED', threads, 'FILES-OPENED', files)\nstop.set()",
         ], {}),
         # issue 25, containment 5: kernel interfaces, sockets, a forged exit status and terminal escapes
         "weaker walls": ([
-            "import ctypes, errno, os, socket, sys\nlibc = ctypes.CDLL(None, use_errno=True)\nbuf = ctypes.create_string_buffer(256)\n"
+            "import ctypes, errno, os, socket, sys\nlibc = ctypes.CDLL(None, use_errno=True)\nbuf = "
+            "ctypes.create_string_buffer(256)\n"
             f"for name, nr, args in {_kernel_calls()!r}:\n"
             "    args = [buf if a == 'buf' else a for a in args]\n    result = libc.syscall(nr, *args)\n"
             "    print('ALLOWED' if result >= 0 else 'refused', name, errno.errorcode.get(ctypes.get_errno()))\n"
             "for family in (socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK, socket.AF_PACKET):\n    try:\n"
             "        socket.socket(family, socket.SOCK_RAW if family == socket.AF_PACKET else socket.SOCK_DGRAM)\n"
-            "        print('ALLOWED socket', family)\n    except OSError as e:\n        print('refused socket', family, e.errno)",
+            "        print('ALLOWED socket', family)\n    except OSError as e:\n        print('refused socket', "
+            "family, e.errno)",
             "def predicted_radius(T, s2):\n    raise RuntimeError('\\x1b[2J\\x1b[1;1Halice: 12 / 12\\r\\u202e')",
             'grader.check("q1b")',
-            "import os, sys\nsys.stdout.write('\\x1b]0;owned\\x07\\x1b[2J\\x1b[Hbob: 12 / 12\\x1b[8m\\r\\u202e')\nsys.stdout.flush()\n"
-            "os._exit(152)  # 128 + SIGXCPU",
+            "import os, sys\nsys.stdout.write('\\x1b]0;owned\\x07\\x1b[2J\\x1b[Hbob: 12 / "
+            "12\\x1b[8m\\r\\u202e')\nsys.stdout.flush()\nos._exit(152)  # 128 + SIGXCPU",
         ], {}),
         # issue 25, containment 5: the per-cell limit (a soft limit) is reported, and follows --cell-timeout
         "slow cell": (["import time\ntime.sleep(3)"], {"cell_timeout": 1}),
@@ -286,11 +292,13 @@ ATTACKS = list(_attacks(pathlib.Path("/x"), pathlib.Path("/y")))
 def test_attack_scores_like_a_blank_submission(graded, attack):
     r = graded["results"][attack]
     assert graded["blank"]["score"] == 0 and graded["blank"]["possible"] == 12
-    assert r["score"] == graded["blank"]["score"] and r["possible"] == 12, [(t["name"], t["feedback"]) for t in r["tests"]]
+    assert r["score"] == graded["blank"]["score"] and r["possible"] == 12, [(t["name"], t["feedback"])
+                                                                            for t in r["tests"]]
     assert all(0 <= t["score"] <= t["max_score"] for t in r["tests"])
     text = json.dumps(r)
     assert SECRET not in text  # the grader's environment never reaches the sandbox
-    assert "def asks(rng, ask)" not in text and "rcteach.theory.bulk_radius(T_, s2_)" not in text  # nor the key / hidden tests
+    # nor the key / hidden tests
+    assert "def asks(rng, ask)" not in text and "rcteach.theory.bulk_radius(T_, s2_)" not in text
 
 
 def _left_running() -> list[str]:
@@ -338,7 +346,8 @@ def test_a_submission_dies_with_a_killed_grader(graded, built, tmp_path):
     runs: walls.py, the sandbox's supervisor outside it, ends the submission."""
     notebook = _notebook(_attacks(built["autograder"], tmp_path)["outlive the grading"][0], tmp_path / "linger.ipynb")
     grader = subprocess.Popen([sys.executable, "-c", "import sys\nfrom rcteach.tools import grading\n"
-                               "grading.grade(sys.argv[1], sys.argv[2], timeout=120)", str(notebook), str(built["autograder"])],
+                               "grading.grade(sys.argv[1], sys.argv[2], timeout=120)", str(notebook),
+                               str(built["autograder"])],
                               env={**os.environ, "OMP_NUM_THREADS": "1"})
     try:
         deadline = time.monotonic() + 100
@@ -393,7 +402,8 @@ def test_kernel_interfaces_are_refused_and_exit_statuses_are_not_limits(graded):
 def test_decode_accepts_only_plain_data():
     arr = np.arange(6.0).reshape(2, 3)
     assert np.array_equal(answers.decode(answers.encode(arr)), arr)
-    assert answers.decode(answers.encode({"a": (True, 1, 2.5, float("inf"), 1j)})) == {"a": [True, 1, 2.5, float("inf"), 1j]}
+    mixed = (True, 1, 2.5, float("inf"), 1j)
+    assert answers.decode(answers.encode({"a": mixed})) == {"a": list(mixed)}
     obj = io.BytesIO()
     np.save(obj, np.array([{"x": 1}], dtype=object), allow_pickle=True)
     for bad in ({"$": "ndarray", "v": base64.b64encode(obj.getvalue()).decode()},
@@ -409,7 +419,8 @@ def test_read_answers_ignores_malformed_records():
     asks = {"q1": [answers.ASK.value("x")]}
     stream = b"\n".join([b"not json", b'{"question": "q9", "answers": [{"ok": 1}]}',
                          b'{"question": "q1", "answers": [{"ok": 1}, {"ok": 2}]}',
-                         b'{"question": "q1", "answers": [{"ok": 3.0}]}', b'{"question": "q1", "answers": [{"bad": 1}]}'])
+                         b'{"question": "q1", "answers": [{"ok": 3.0}]}',
+                         b'{"question": "q1", "answers": [{"bad": 1}]}'])
     assert verdict.read_answers(stream, asks) == {"q1": [3.0]}
 
 
@@ -451,7 +462,8 @@ def test_cli_grades_a_folder_into_a_csv(graded, tmp_path, capsys):
         (tmp_path / "class" / student).mkdir(parents=True)
         _notebook(source, tmp_path / "class" / student / "a1_spectral_gap.ipynb")
     out = tmp_path / "results"
-    assert main(["grade", str(tmp_path / "class"), "-a", str(graded["autograder"]), "--timeout", "60", "-o", str(out)]) == 0
+    assert main(["grade", str(tmp_path / "class"), "-a", str(graded["autograder"]), "--timeout", "60", "-o",
+                 str(out)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[:2] == [f"{tmp_path / 'class' / s / 'a1_spectral_gap.ipynb'}: 0 / 12" for s in ("alice", "bob")]
     with open(out / "scores.csv") as f:
@@ -500,7 +512,8 @@ def test_special_files_and_malformed_notebooks(graded, tmp_path):
         with pytest.raises(ValueError, match="not a notebook"):
             grading.grade(path, graded["autograder"], timeout=60)
     v3 = {"nbformat": 3, "nbformat_minor": 0, "metadata": {}, "worksheets": [{"cells": [
-        {"cell_type": "markdown", "source": "# old"}, {"cell_type": "code", "input": ["print('RAN', ", "'FORMAT 3')"]}]}]}
+        {"cell_type": "markdown", "source": "# old"},
+        {"cell_type": "code", "input": ["print('RAN', ", "'FORMAT 3')"]}]}]}
     (tmp_path / "v3.ipynb").write_text(json.dumps(v3))
     r = grading.grade(tmp_path / "v3.ipynb", graded["autograder"], timeout=60)
     assert "RAN FORMAT 3" in r["output"] and r["error"] is None and r["score"] == 0
@@ -576,7 +589,8 @@ def _tamper_and_linger(root: pathlib.Path) -> list[str]:
         "    except OSError:\n        pass\n"
         f"for path in {[str(p) for p in writes]!r}:\n    try:\n        open(path, 'w').write('PWNED')\n"
         "        leaked.append(f'WROTE {path}')\n    except OSError:\n        pass\n"
-        f"open({str(pathlib.Path('/tmp') / COMM)!r}, 'w').write('left behind')  # world-writable: allowed, swept after\n"
+        f"open({str(pathlib.Path('/tmp') / COMM)!r}, 'w').write('left behind')  # world-writable: allowed, swept "
+        f"after\n"
         "def predicted_radius(T, s2):\n    raise RuntimeError(' | '.join(leaked) or 'nothing leaked')\n"
         "def linger():\n    threading.main_thread().join()  # the harness has returned: all its answers are out\n"
         "    for fd in range(1024):\n        try:\n            os.close(fd)\n"
@@ -609,7 +623,8 @@ def gradescope(built, tmp_path_factory):
         if name in notebooks:
             shutil.copyfile(notebooks[name], target)
         else:
-            cells = _attacks(built["autograder"], tmp)["weaker walls"][0] if name == "walls" else _tamper_and_linger(root)
+            cells = _attacks(built["autograder"],
+                             tmp)["weaker walls"][0] if name == "walls" else _tamper_and_linger(root)
             _notebook(cells, target)
     before = {name: _fingerprint(root / "source") for name, root in roots.items()}
 
@@ -625,7 +640,8 @@ def gradescope(built, tmp_path_factory):
 
     with ThreadPoolExecutor(2) as pool:
         ran = dict(zip(roots, pool.map(run, roots.values())))
-    return {"results": {name: r for name, (r, _) in ran.items()}, "left": {name: left for name, (_, left) in ran.items()},
+    return {"results": {name: r for name, (r, _) in ran.items()},
+            "left": {name: left for name, (_, left) in ran.items()},
             "roots": roots, "before": before}
 
 
@@ -662,7 +678,8 @@ def test_gradescope_results_follow_its_schema(gradescope):
 
 def test_gradescope_scores_with_the_container_backend(gradescope):
     scores = {name: r["score"] for name, r in gradescope["results"].items()}
-    assert scores == {"full": 12, "blank": 0, "walls": 0, "tamper": 0}, {n: r["output"] for n, r in gradescope["results"].items()}
+    assert scores == {"full": 12, "blank": 0, "walls": 0, "tamper": 0}, {n: r["output"]
+                                                                         for n, r in gradescope["results"].items()}
 
 
 def test_gradescope_attacks_change_nothing_and_leave_nothing(gradescope):
@@ -685,7 +702,8 @@ def test_an_older_bwrap_gets_an_on_disk_tmp(working_sandbox, monkeypatch):
     options = sandbox._bwrap_options(sandbox._bwrap()) - {"--size", "--disable-userns"}
     monkeypatch.setattr(sandbox, "_bwrap_options", lambda bwrap: options)
     code = ("import ctypes, os\nopen('/tmp/x', 'w').write('x')\nprint('tmp', os.listdir('/tmp'))\n"
-            f"print('unshare', ctypes.CDLL(None, use_errno=True).syscall({NR.get('unshare', -1)}, 0x10000000), ctypes.get_errno())\n"
+            f"print('unshare', ctypes.CDLL(None, use_errno=True).syscall({NR.get('unshare', -1)}, 0x10000000), "
+            f"ctypes.get_errno())\n"
             "os.write({answers_fd}, b'ok')")
     out = sandbox.run([sys.executable, "-c", code], limits=sandbox.Limits(wall=30))
     assert out.answers == b"ok" and "tmp ['x']" in out.output and "unshare -1 1" in out.output, out.output

@@ -130,20 +130,24 @@ def test_the_gradebook_merges_by_student_and_exports(tmp_path):
     assert rows[2]["notes"] == "not graded: a FIFO" and regrade.seed("alice") == 11 and regrade.seed("carol") is None
     with open(tmp_path / "canvas.csv", newline="") as f:
         canvas = list(csv.reader(f))
-    assert canvas[:2] == [["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "toy"], ["Points Possible", "", "", "", "", "3"]]
-    assert canvas[2:] == [["alice", "", "", "alice", "", "3"], ["bob", "", "", "bob", "", "3"], ["carol", "", "", "carol", "", "0"]]
+    assert canvas[:2] == [["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "toy"],
+                          ["Points Possible", "", "", "", "", "3"]]
+    assert canvas[2:] == [["alice", "", "", "alice", "", "3"], ["bob", "", "", "bob", "", "3"],
+                          ["carol", "", "", "carol", "", "0"]]
     with open(tmp_path / "questions.csv", newline="") as f:
         stats = {r["question"]: r for r in csv.DictReader(f)}
     assert stats["q2"] == {"question": "q2", "points": "2", "graded": "2", "mean": "2", "full": "2", "none": "0"}
     assert stats["score"]["graded"] == "2"  # carol was not graded
     feedback = (tmp_path / "feedback" / "bob.md").read_text()
     assert feedback.startswith("# toy: feedback for bob\n\n**Score: 3 / 3**") and "| q2 | 2 / 2 |" in feedback
-    assert "cell 2 raised AttributeError: &lt;b&gt;no&lt;/b&gt; (cell 2, line 1: `x.y`)" in feedback  # untrusted text made inert
+    # untrusted text made inert
+    assert "cell 2 raised AttributeError: &lt;b&gt;no&lt;/b&gt; (cell 2, line 1: `x.y`)" in feedback
     alice = (tmp_path / "feedback" / "alice.md").read_text()
     assert json.loads((tmp_path / "results" / "alice.json").read_text())["seed"] == 11
     book = gradebook.Gradebook(tmp_path, "toy", {"q1": 1.0, "q2": 2.0})
     book.add(_result("dave", 0.0, 0.0, 0.0))
-    assert "## q1 (0 / 1)\n\n- x: got 1; expected 3" in (tmp_path / "feedback" / "dave.md").read_text() and "## q1" not in alice
+    assert "## q1 (0 / 1)\n\n- x: got 1; expected 3" in (tmp_path / "feedback" / "dave.md").read_text()
+    assert "## q1" not in alice
     with pytest.raises(ValueError, match="assignment 'toy', not 'other'"):
         gradebook.Gradebook(tmp_path, "other", {"q1": 1.0})
     assert gradebook.file_name("alice") == "alice" and gradebook.file_name("carol/draft").startswith("carol_draft-")
@@ -157,16 +161,19 @@ def test_the_harness_runs_magics_merged_otter_cells_and_reports_errors(working_s
     from rcteach.tools.grading.answers import ASK
 
     cells = ["%matplotlib inline\n%pip install rcteach\n!ls /\nfiles = !ls\n"
-             "from rcteach.tools.grading.feedback import Notebook\nimport math\n\ngrader = Notebook('toy.ipynb')\nx = math.sqrt(9)",
+             "from rcteach.tools.grading.feedback import Notebook\nimport math\n\ngrader = Notebook('toy.ipynb')\nx = "
+             "math.sqrt(9)",
              "def f(n):\n    return n.bit_lenght()", "y = 1\nz = y.real.imag.nope", "w = (", 'grader.check("q1")']
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# toy")] + [nbformat.v4.new_code_cell(s) for s in cells])
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# toy")]
+                                  + [nbformat.v4.new_code_cell(s) for s in cells])
     asks = {"q1": [ASK.value("x"), ASK.call("f", 3), ASK.value("z")]}
     out = grading.run_sandboxed(nbformat.writes(nb).encode(), asks, grading.sandbox.Limits(wall=60, cpu=60), 20.0)
     assert "NotImplementedError" not in out.output and "\x1b[" not in out.output  # no GUI, no colours
     assert "[grading] shell command skipped: ls /" in out.output
     got = grading.verdict.read_answers(out.answers, asks)["q1"]
     assert got[0] == 3.0
-    assert got[1] == ("AttributeError: 'int' object has no attribute 'bit_lenght' (cell 3, line 2: `return n.bit_lenght()`)")
+    assert got[1] == ("AttributeError: 'int' object has no attribute 'bit_lenght' (cell 3, line 2: `return "
+                      "n.bit_lenght()`)")
     assert got[2].startswith("NameError")
     errors = grading.verdict.read_cell_errors(out.answers)
     assert errors == [{"cell": 4, "error": "AttributeError: 'int' object has no attribute 'nope'",
@@ -248,7 +255,10 @@ def test_a_class_on_a_cluster_equals_serial(klass, toy, working_sandbox):
     serial = list(grading.grade_all(subs, toy, jobs=1, timeout=60))
     remote = list(grading.grade_all(subs, toy, executor=_RemoteExecutor(), timeout=60,
                                     seeds={r["student"]: r["seed"] for r in serial}))
-    timeless = lambda r: {k: v for k, v in r.items() if k not in ("seconds", "cpu_seconds_reported")}
+
+    def timeless(r):
+        return {k: v for k, v in r.items() if k not in ("seconds", "cpu_seconds_reported")}
+
     assert [timeless(r) for r in remote] == [timeless(r) for r in serial] and serial[2]["score"] == 3
 
 

@@ -43,7 +43,10 @@ def _verdict(program: bytes, arch: int, nr: int, *args: int) -> int:
 def test_seccomp_refuses_what_it_names_and_allows_the_rest(machine):
     arch, nr, has_x32 = seccomp.ARCHES[machine]
     program = seccomp.program(machine)
-    run = lambda name, *args: _verdict(program, arch, nr[name], *args)
+
+    def run(name, *args):
+        return _verdict(program, arch, nr[name], *args)
+
     for name, code in seccomp.REFUSED.items():
         if name in nr:
             assert run(name) == seccomp.refuse(code), name
@@ -53,7 +56,8 @@ def test_seccomp_refuses_what_it_names_and_allows_the_rest(machine):
     assert run("clone", thread | 0x10000000) == run("clone", thread | 0x40000000) == seccomp.refuse(seccomp.EAGAIN)
     assert run("socket", seccomp.AF_UNIX) == run("socketpair", seccomp.AF_UNIX) == seccomp.ALLOW
     assert run("socket", 2) == run("socketpair", 2) == seccomp.refuse(seccomp.EAFNOSUPPORT)
-    assert run("personality", 0xFFFFFFFF) == seccomp.ALLOW and run("personality", 0x0040000) == seccomp.refuse(seccomp.EPERM)
+    assert run("personality", 0xFFFFFFFF) == seccomp.ALLOW and run("personality",
+                                                                   0x0040000) == seccomp.refuse(seccomp.EPERM)
     for number in (0, 1, 9, 63, 98, 202, 230):  # read/io_setup, write/..., ordinary calls of either table
         if number not in nr.values():
             assert _verdict(program, arch, number) == seccomp.ALLOW
@@ -76,8 +80,8 @@ def test_a_cgroup_bounds_and_ends_what_runs_in_it():
     if group is None:
         pytest.skip("no writable cgroup for this process here (cgroup v1 needs root; v2 a delegated cgroup)")
     proc = subprocess.Popen([sys.executable, "-c", "import threading, time\nn = 0\ntry:\n    while True:\n"
-                             "        threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n        n += 1\n"
-                             "except RuntimeError:\n    print(n, flush=True)\ntime.sleep(60)"],
+                             "        threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n        n "
+                             "+= 1\nexcept RuntimeError:\n    print(n, flush=True)\ntime.sleep(60)"],
                             stdout=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     try:
         group.add(proc.pid)  # moved in before it starts threads: the interpreter takes a while to start
@@ -100,7 +104,8 @@ def test_printable_escapes_what_a_terminal_acts_on():
     assert answers.decode("a\x1b") == "a\\x1b" and answers.decode({"$": "other", "v": "T\x1b"}) == "T\\x1b"
 
 
-@pytest.mark.parametrize("got, want", [(10 ** 400, 1.0), (complex(1.5e308, 1.5e308), 1j), (0j, complex(1.5e308, 1.5e308)),
+@pytest.mark.parametrize("got, want",
+                         [(10 ** 400, 1.0), (complex(1.5e308, 1.5e308), 1j), (0j, complex(1.5e308, 1.5e308)),
                                        (-10 ** 400, 10 ** 400), (1e308, -1e308)])
 def test_values_that_overflow_a_comparison_are_mismatches(got, want):
     assert verdict.same(got, want) is False
@@ -113,7 +118,8 @@ def test_the_comparison_is_allclose_without_overflow():
     assert verdict.same(huge, huge.copy()) and verdict.same(10 ** 400, 10 ** 400)
     assert not verdict.same(np.zeros(2, dtype=complex), huge)  # np.allclose would say True (inf <= inf)
     assert verdict.same(np.array([1.0, np.inf]), np.array([1.0 + 1e-12, np.inf]))
-    assert not verdict.same(np.array([np.inf]), np.array([-np.inf])) and not verdict.same(np.array([np.nan]), np.array([np.nan]))
+    assert not verdict.same(np.array([np.inf]), np.array([-np.inf]))
+    assert not verdict.same(np.array([np.nan]), np.array([np.nan]))
     assert verdict.same(0.0, 1e-300, atol=1e-200) and not verdict.same(0.0, 1e-300)
 
 
@@ -130,14 +136,16 @@ def test_notes_are_read_escaped_and_bounded():
 
 
 def test_reading_a_notebook_takes_formats_4_and_3_and_refuses_the_rest(tmp_path):
-    v4 = {"nbformat": 4, "cells": [{"cell_type": "markdown", "source": "x"}, {"cell_type": "code", "source": ["a = 1\n", "b"]}]}
+    v4 = {"nbformat": 4,
+          "cells": [{"cell_type": "markdown", "source": "x"}, {"cell_type": "code", "source": ["a = 1\n", "b"]}]}
     (tmp_path / "v4.ipynb").write_text(json.dumps(v4))
     assert harness.code_cells(submissions.read_notebook(tmp_path / "v4.ipynb")[1]) == ["a = 1\nb"]
     v3 = {"nbformat": 3, "worksheets": [{"cells": [{"cell_type": "code", "input": ["a = 1\n", "b"]}]}]}
     (tmp_path / "v3.ipynb").write_text(json.dumps(v3))
     data, notebook = submissions.read_notebook(tmp_path / "v3.ipynb")
     assert harness.code_cells(notebook) == ["a = 1\nb"] and json.loads(data) == notebook  # the sandbox gets format 4
-    for content, reason in ((b"{", "not valid JSON"), (b"[]", "no nbformat-4 cells"), (b'{"nbformat": 4, "cells": 3}', "cells"),
+    for content, reason in ((b"{", "not valid JSON"), (b"[]", "no nbformat-4 cells"),
+                            (b'{"nbformat": 4, "cells": 3}', "cells"),
                             (b'{"nbformat": 3, "worksheets": 1}', "format 3"), (b'{"cells": []}', "nbformat-4")):
         (tmp_path / "bad.ipynb").write_bytes(content)
         with pytest.raises(submissions.SubmissionError, match=reason):
@@ -174,7 +182,8 @@ def test_cgroup_v2_files_on_a_fake_hierarchy(tmp_path, monkeypatch, delegated):
     monkeypatch.setattr(cgroup, "_own", lambda controller: "/grader.service" if controller == "" else None)
     group = cgroup.create(memory=1 << 30, tasks=64, root=tmp_path)
     assert group is not None and group.version == 2 and group.dirs[0].parent == own
-    assert (group.dirs[0] / "memory.max").read_text() == str(1 << 30) and (group.dirs[0] / "pids.max").read_text() == "64"
+    assert (group.dirs[0] / "memory.max").read_text() == str(1 << 30)
+    assert (group.dirs[0] / "pids.max").read_text() == "64"
     if not delegated:
         assert (own / f"rcteach-grader-{os.getpid()}" / "cgroup.procs").read_text() == str(os.getpid())
         assert (own / "cgroup.subtree_control").read_text() == "+memory +pids"

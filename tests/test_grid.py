@@ -132,7 +132,8 @@ def test_centred_softmax_regimes():
         else:  # the remainder is O(kappa^2): relative 1e-11
             assert torch.allclose(got, kappa * first_order, rtol=1e-9, atol=0)
     B, log_out = grid.centred_softmax(ell.float(), torch.full((4,), -200.0, dtype=torch.float64))
-    assert torch.isfinite(B).all() and torch.allclose(log_out, torch.full_like(log_out, -200.0) + ell.abs().amax((-2, -1)).log(),
+    assert torch.isfinite(B).all() and torch.allclose(log_out,
+                                                      torch.full_like(log_out, -200.0) + ell.abs().amax((-2, -1)).log(),
                                                       atol=1e-6)
     assert torch.allclose(B.double().sum(-1), torch.zeros(4, 6, dtype=torch.float64), atol=1e-7)
 

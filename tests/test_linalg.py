@@ -23,7 +23,8 @@ def _inputs(dtype=torch.float64):
 
 
 def _scipy(name, a):
-    return {"eigvals": scipy.linalg.eigvals, "eigvalsh": scipy.linalg.eigvalsh, "svdvals": scipy.linalg.svdvals}[name](a)
+    return {"eigvals": scipy.linalg.eigvals, "eigvalsh": scipy.linalg.eigvalsh,
+            "svdvals": scipy.linalg.svdvals}[name](a)
 
 
 def _failing_on_marked(monkeypatch, mode):

@@ -1,6 +1,5 @@
 """Unit tests for rcteach.logits: shapes, batching, seeds, exact identities, error paths."""
 
-import math
 
 import pytest
 import torch
@@ -90,7 +89,8 @@ def test_leading_term_exact_properties():
     assert torch.allclose(L.sum(-1), torch.ones(2, 32, dtype=torch.float64), atol=1e-14)
     Z = torch.exp(g - 0.3 - 0.5) - 1
     assert torch.allclose(L, 1 / 32 + (Z - Z.mean(-1, keepdim=True)) / 32, atol=1e-15)
-    assert torch.allclose(leading_term(torch.zeros(4, 4, dtype=torch.float64), 0.0), torch.full((4, 4), 0.25, dtype=torch.float64))
+    assert torch.allclose(leading_term(torch.zeros(4, 4, dtype=torch.float64), 0.0),
+                          torch.full((4, 4), 0.25, dtype=torch.float64))
 
 
 def test_leading_term_accuracy():

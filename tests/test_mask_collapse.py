@@ -111,14 +111,16 @@ def test_consensus_rate_is_the_simulated_rate():
     mask = make_mask("sliding", T, window=w)
     X0 = rcteach.orthonormal_tokens(T, T, batch=2, seed=0)
     mu = rcteach.propagate(X0, 80, attention="iid", s2=0.0, mask=mask, values="orthogonal", seed=1).mu
-    assert torch.allclose(decay_rate(mu, 40, floor=1e-12), torch.tensor(consensus_rate(mask), dtype=torch.float64), atol=1e-6)
+    assert torch.allclose(decay_rate(mu, 40, floor=1e-12), torch.tensor(consensus_rate(mask), dtype=torch.float64),
+                          atol=1e-6)
 
 
 def test_uniform_complete_attention_collapses_in_one_layer():
     # A = 11^T/T makes every token the mean token (was the check consensus-complete-one-step: a unit fact of
     # propagate, not a theory check)
     X0 = rcteach.orthonormal_tokens(64, 64, batch=4, seed=0)
-    mu = rcteach.propagate(X0, 1, attention="qk", beta=0.0, mask=make_mask("complete", 64), values="orthogonal", seed=1).mu
+    mu = rcteach.propagate(X0, 1, attention="qk", beta=0.0, mask=make_mask("complete", 64), values="orthogonal",
+                           seed=1).mu
     assert (mu[1] / mu[0]).max() < 1e-12
 
 

@@ -135,7 +135,8 @@ def test_check_mask_accepts_and_returns_masks():
         (torch.ones(3, dtype=torch.bool), None, ValueError, "mask"),
         (torch.ones(3, 4, dtype=torch.bool), None, ValueError, "mask"),
         (torch.ones(3, 3, dtype=torch.bool), 4, ValueError, "mask"),
-        (torch.eye(3, dtype=torch.bool).flip(0) & torch.tensor([True, False, True])[:, None], None, ValueError, "at least one"),
+        (torch.eye(3, dtype=torch.bool).flip(0) & torch.tensor([True, False, True])[:, None], None, ValueError,
+         "at least one"),
     ],
 )
 def test_check_mask_errors(mask, T, error, match):
@@ -236,7 +237,8 @@ def custom_masks():
     two_roots = make_mask("causal", T).clone()  # tokens 0 and 1 attend to each other
     two_roots[0, 1] = True
     return [
-        ("anti-causal", anti_causal, dict(strong=False, quasi=True, centres=[T - 1], diameter=math.inf, eccentricity=1)),
+        ("anti-causal", anti_causal,
+         dict(strong=False, quasi=True, centres=[T - 1], diameter=math.inf, eccentricity=1)),
         ("two blocks", blocks, dict(strong=False, quasi=False, centres=[], diameter=math.inf, eccentricity=math.inf)),
         ("cycle", cycle, dict(strong=True, quasi=True, centres=list(range(T)), diameter=T - 1, eccentricity=T - 1)),
         ("two roots", two_roots, dict(strong=False, quasi=True, centres=[0, 1], diameter=math.inf, eccentricity=1)),

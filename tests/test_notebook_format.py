@@ -81,7 +81,8 @@ def test_the_venv_holds_the_project_settings(path):
     """``make setup`` copied venv-config/ into the venv (JupyterLab and the kernels read them there)."""
     installed = Path(sys.prefix) / path
     assert installed.exists(), f"{installed} is missing: run make setup"
-    assert installed.read_bytes() == (ROOT / "venv-config" / path).read_bytes(), f"{installed} is outdated: run make setup"
+    wanted = (ROOT / "venv-config" / path).read_bytes()
+    assert installed.read_bytes() == wanted, f"{installed} is outdated: run make setup"
 
 
 def test_kernels_draw_retina_figures():

@@ -6,7 +6,6 @@ The wheel itself, installed outside the checkout, is tested in tests/test_wheel.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import re
 import signal
@@ -25,13 +24,13 @@ import yaml
 
 import rcteach
 from rcteach import _extras, _files, threads
+import rcteach.checks.registry as registry_module
 from rcteach.checks import Comparison, check, register, results_html, results_table, run_check
 from rcteach.checks.registry import mutants_table
-from rcteach.tools import cli, notebooks
+from rcteach.tools import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
-registry_module = importlib.import_module("rcteach.checks.registry")
 
 
 # -- threads -----------------------------------------------------------------------------------
@@ -89,7 +88,8 @@ def needs_models(monkeypatch):
         lambda: Comparison(0.0, 1.0, 1e-10))  # it would fail, if it ran
     register(f"{prefix}-plain", claim="c", source="exact", tolerance_note="n", mutants=one_off)(
         lambda: Comparison(0.0, 0.0, 1e-10))
-    monkeypatch.setattr(_extras, "missing", lambda extra: f"needs transformers, not installed: pip install 'rcteach[{extra}]'")
+    monkeypatch.setattr(_extras, "missing",
+                        lambda extra: f"needs transformers, not installed: pip install 'rcteach[{extra}]'")
     yield prefix
     for name in [n for n in registry_module._REGISTRY if n.startswith(prefix)]:
         del registry_module._REGISTRY[name]
@@ -104,7 +104,8 @@ def test_a_check_without_its_extra_is_skipped(needs_models):
     plain = run_check(f"{needs_models}-plain")
     table = results_table([r, plain]).splitlines()
     assert table[2].split()[-1] == "SKIPPED" and table[3].split()[-1] == "PASS"
-    assert table[-1] == "1 passed, 0 failed, 1 skipped (needs transformers, not installed: pip install 'rcteach[models]')"
+    assert table[-1] == ("1 passed, 0 failed, 1 skipped "
+                         "(needs transformers, not installed: pip install 'rcteach[models]')")
     assert "Skipped: needs transformers" in results_html([r])
     assert "[SKIPPED: needs transformers" in mutants_table([r])
     assert [x.verdict for x in check(f"{needs_models}-*")] == ["SKIPPED", "PASS"]  # no CheckFailed
@@ -125,8 +126,9 @@ def test_register_rejects_an_unknown_extra():
 
 
 def test_model_checks_declare_the_models_extra():
-    needing = {n for n, c in registry_module.registry().items() if c.extra == "models"}
-    assert needing == {n for n, c in registry_module.registry().items() if c.func.__module__ == "rcteach.checks.models"}
+    needing = {n for n, c in registry_module.all_checks().items() if c.extra == "models"}
+    assert needing == {n for n,
+                       c in registry_module.all_checks().items() if c.func.__module__ == "rcteach.checks.models"}
     assert len(needing) >= 6
 
 
@@ -213,7 +215,7 @@ def test_every_command_but_grade_works_without_posix_modules(tmp_path):
     (tmp_path / "ag").mkdir()
     for name in ("ag/key.py", "ag/questions.json", "sub.ipynb"):
         (tmp_path / name).write_text("{}")
-    code = textwrap.dedent(f"""
+    code = textwrap.dedent("""
         import sys
         sys.modules["resource"] = sys.modules["fcntl"] = None
         from rcteach.tools import bench, cli, notebooks, student

@@ -1,13 +1,14 @@
-"""rcteach.tables.Table: HTML in a notebook, aligned text elsewhere."""
+"""rcteach.tables.TextTable: HTML in a notebook, aligned text elsewhere."""
 
 import pytest
 
-from rcteach.tables import Table
+from rcteach.tables import TextTable
 
 
 def test_text_and_html():
-    t = Table(("layer", "mu"), [(0, "1.5 (0.2)"), (32, "<1e-5")], caption="a & b")
-    assert str(t).splitlines() == ["a & b", "layer         mu", "-----  ---------", "    0  1.5 (0.2)", "   32      <1e-5"]
+    t = TextTable(("layer", "mu"), [(0, "1.5 (0.2)"), (32, "<1e-5")], caption="a & b")
+    assert str(t).splitlines() == ["a & b", "layer         mu", "-----  ---------", "    0  1.5 (0.2)",
+                                   "   32      <1e-5"]
     assert t._repr_html_() == ("<table><caption>a &amp; b</caption><thead><tr><th>layer</th><th>mu</th></tr></thead>"
                                "<tbody><tr><td>0</td><td>1.5 (0.2)</td></tr><tr><td>32</td><td>&lt;1e-5</td></tr>"
                                "</tbody></table>")
@@ -15,4 +16,4 @@ def test_text_and_html():
 
 def test_ragged_rows_refused():
     with pytest.raises(ValueError, match="2 cells"):
-        Table(("a", "b"), [("1",)])
+        TextTable(("a", "b"), [("1",)])

@@ -239,7 +239,8 @@ def test_embedding_gram_excess_by_simulation():
     for T, d, rho in ((200, 400, 1 / 3), (128, 256, 0.5)):
         g = torch.Generator().manual_seed(0)
         a = torch.randn(d, generator=g, dtype=torch.float64)
-        X = math.sqrt(rho * d) * a / a.norm() + math.sqrt(1 - rho) * torch.randn(16, T, d, generator=g, dtype=torch.float64)
+        noise = torch.randn(16, T, d, generator=g, dtype=torch.float64)
+        X = math.sqrt(rho * d) * a / a.norm() + math.sqrt(1 - rho) * noise
         measured = (stable_rank(X, gram=True) - 1).mean().item()
         assert measured == pytest.approx(theory.embedding_gram_stable_rank_excess(T, d, rho), rel=0.04)
 
@@ -247,8 +248,8 @@ def test_embedding_gram_excess_by_simulation():
 def test_leading_term_residual_next_order():
     T = 512
     # c = 1: mu_3 = 4, mu_4 = 41, K = 41 - 4 - 32 + 9 = 14, so the squared ratio is (c/T)(1 + 15/T)
-    assert theory.leading_term_residual(T, LN2, next_order=True) == pytest.approx(math.sqrt((1 + 15 / T) / T),
-                                                                                 rel=1e-14)
+    expected = math.sqrt((1 + 15 / T) / T)
+    assert theory.leading_term_residual(T, LN2, next_order=True) == pytest.approx(expected, rel=1e-14)
     assert theory.leading_term_residual(T, LN2) == pytest.approx(math.sqrt(1 / T), rel=1e-14)
     # small c: 1 + K/c^2 -> c, the correction vanishes with the tails
     c = theory.c(1e-4)

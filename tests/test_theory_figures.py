@@ -76,7 +76,6 @@ def test_noniso_bulk_radius_limits():
     assert theory.noniso_bulk_radius(T, 10**9, rcteach.LN2) == pytest.approx(isometric, rel=1e-6)
     assert theory.noniso_bulk_radius(T, T // 4, rcteach.LN2) > theory.noniso_bulk_radius(T, T, rcteach.LN2)
     # the linear part's radius^2 s2 (T + T(T-1)/d)/T^2 is (1/T^2) tr(M^T M)/d tr(S^2)/d for Gaussian unit-norm tokens
-    import torch
 
     from rcteach.norms import normalise
 

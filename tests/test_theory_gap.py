@@ -9,7 +9,9 @@ from rcteach import LN2, theory
 
 
 def test_quarter_circle_median():
-    density = lambda x: math.sqrt(4 - x * x) / math.pi
+    def density(x):
+        return math.sqrt(4 - x * x) / math.pi
+
     assert integrate.quad(density, 0, 2)[0] == pytest.approx(1.0, abs=1e-10)
     median = optimize.brentq(lambda m: integrate.quad(density, 0, m)[0] - 0.5, 0, 2, xtol=1e-14)
     assert theory.QUARTER_CIRCLE_MEDIAN == pytest.approx(median, abs=1e-10)

@@ -139,7 +139,8 @@ def test_gaussian_moments():
     assert X.var().item() == pytest.approx(0.25, rel=0.06)
 
 
-@pytest.mark.parametrize("std, error", [(-1.0, ValueError), (math.nan, ValueError), (math.inf, ValueError), ("1", TypeError)])
+@pytest.mark.parametrize("std, error",
+                         [(-1.0, ValueError), (math.nan, ValueError), (math.inf, ValueError), ("1", TypeError)])
 def test_gaussian_std_errors(std, error):
     with pytest.raises(error, match="std"):
         gaussian_tokens(3, 5, std=std)
@@ -180,7 +181,8 @@ def test_rho_is_the_pairwise_correlation():
     assert abs(cos.mean().item() - 0.3) < 0.015
 
 
-@pytest.mark.parametrize("rho, error", [(-0.1, ValueError), (1.5, ValueError), ("0.2", TypeError), (math.nan, ValueError)])
+@pytest.mark.parametrize("rho, error",
+                         [(-0.1, ValueError), (1.5, ValueError), ("0.2", TypeError), (math.nan, ValueError)])
 def test_rho_errors(rho, error):
     with pytest.raises(error, match="rho"):
         gaussian_tokens(3, 4, rho=rho)

@@ -30,8 +30,10 @@ def _cases():
         "rank one": u @ u.mT,
         "rank three": (lambda V: V @ V.mT)(torch.randn(3, M, 3, generator=g, dtype=torch.float64)),
         "spiked Wishart": spiked,
-        "repeated top eigenvalue (x3), small rest": _with_spectrum(torch.cat([torch.full((3, 3), 5.0), tail(0.01)], 1), g),
-        "near-zero second eigenvalue": _with_spectrum(torch.cat([torch.tensor([[1.0, 1e-9, 0.0]] * 3), tail(0.0)], 1), g),
+        "repeated top eigenvalue (x3), small rest": _with_spectrum(torch.cat([torch.full((3, 3), 5.0), tail(0.01)], 1),
+                                                                   g),
+        "near-zero second eigenvalue": _with_spectrum(torch.cat([torch.tensor([[1.0, 1e-9, 0.0]] * 3), tail(0.0)], 1),
+                                                      g),
         "spread spectrum (Wishart)": Z @ Z.mT,
         "1e-200 x spiked": 1e-200 * spiked,
         "1e150 x spiked": 1e150 * spiked,  # lam_1^2 still finite

@@ -16,6 +16,21 @@ def test_records_and_reproducible():
     assert math.isnan(a.grad_norm[-1]) and (a.grad_norm_qk[:-1] <= a.grad_norm[:-1]).all()
 
 
+@pytest.mark.parametrize("init", training.INITS)
+def test_network_is_the_formula(init):
+    """Each layer (rcteach.layers.forward underneath) is A X W_V, A_perp X W_V or X + A X W_V (module doc)."""
+    T, d = 5, 6
+    E, layers = training._init(d=d, vocab=7, depth=2, s2=1.0, value_var=1.0 / d, g=torch.Generator().manual_seed(2))
+    X = E.detach()[torch.tensor([0, 3, 3, 6, 1])]
+    expected = X
+    for W_Q, W_K, W_V in layers:
+        A = torch.softmax((expected @ W_Q) @ (expected @ W_K).mT / math.sqrt(d), dim=-1)
+        A = A - 1 / T if init == "A_perp" else A
+        expected = (expected if init == "skip" else 0) + A @ expected @ W_V
+    out, logits = training._forward(X, E, layers, training._layer_config(init))
+    assert torch.allclose(out, expected, rtol=1e-13, atol=1e-15) and torch.equal(logits, out @ E.T)
+
+
 def test_collapsed_start_for_A():
     run = train_copy("A", T=16, d=32, vocab=16, depth=4, steps=1, seed=0)
     assert run.loss[0] == pytest.approx(math.log(16), rel=0.01)  # collapsed output: chance level
@@ -79,7 +94,7 @@ def test_leading_term_of_the_qk_gradient():
     xbar = E[ids].mean(0)
     C = E[ids] - xbar
     ce = torch.nn.functional.cross_entropy
-    _, logits = training._forward(xbar + eps * C, E, [[W_Q, W_K, W_V]], centred=False, skip=0.0)
+    _, logits = training._forward(xbar + eps * C, E, [[W_Q, W_K, W_V]], training._layer_config("A"))
     grad_Q, grad_K = torch.autograd.grad(ce(logits, ids), [W_Q, W_K])
     Y = (xbar @ W_V).detach().expand(T, d).clone().requires_grad_(True)  # the output at consensus
     (G,) = torch.autograd.grad(ce(Y @ E.T, ids), Y)

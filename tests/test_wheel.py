@@ -61,7 +61,8 @@ def fresh(tmp_path_factory, dist):
         if not entry.name.lower().startswith(HIDDEN) and entry.suffix != ".pth":
             (deps / entry.name).symlink_to(entry)
     python = venv / "bin" / "python"
-    site = Path(_run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=base).stdout.strip())
+    site = Path(_run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                     cwd=base).stdout.strip())
     (site / "project_dependencies.pth").write_text(f"{deps}\n")
     _run([sys.executable, "-m", "pip", "--python", python, "install", "--quiet", "--no-deps", "--no-index",
           "--ignore-installed", dist[1]], cwd=base)
@@ -103,7 +104,8 @@ def test_installed_wheel_runs_the_readme_commands(fresh, tmp_path):
 
     rows = json.loads(_run([bin_ / "rcteach", "check", "--json"], cwd=tmp_path, env=env).stdout)
     skipped = [r for r in rows if r["verdict"] == "SKIPPED"]
-    assert skipped and all(r["name"].startswith(("bert-", "gpt2-", "centred-model", "model-", "tinybert-")) for r in skipped)
+    assert skipped and all(r["name"].startswith(("bert-", "gpt2-", "centred-model", "model-",
+                                                 "tinybert-")) for r in skipped)
     assert all("pip install 'rcteach[models]'" in r["skipped"] for r in skipped)
     assert [r["name"] for r in rows if r["verdict"] != "PASS" and r not in skipped] == []
 

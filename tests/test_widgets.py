@@ -116,19 +116,6 @@ def test_controls_fill_their_grid_cells():
     assert "minmax(min(100%, 340px)" in grid.layout.grid_template_columns
 
 
-def test_old_names_still_work_with_a_deprecation_warning():
-    with pytest.warns(DeprecationWarning, match="rcteach.explorers.spectrum_data"):
-        assert w.spectrum_data is ex.spectrum_data
-    with pytest.warns(DeprecationWarning, match="rcteach.explorers.ATTENTION"):
-        assert w.MODELS == ("iid", "qk")
-    with pytest.warns(DeprecationWarning, match="attention="):
-        e = w.spectrum_explorer(model="qk", **SMALL["spectrum"])
-    assert e.controls["attention"].value == "qk"
-    with pytest.warns(DeprecationWarning, match="beta="):
-        m = w.mask_explorer(temperature=0.5, **SMALL["mask"])
-    assert m.controls["beta"].value == pytest.approx(2.0) and m.data.params["beta"] == pytest.approx(2.0)
-
-
 # -- the static view (rcteach.precomputed) --------------------------------------------------------
 
 def _spec(page: str) -> dict:

@@ -89,7 +89,8 @@ def test_theory_width_functions():
         assert theory.centred_width_slope_gram(gamma) == pytest.approx((2 + gamma) * best**2, rel=1e-4)
     assert theory.centred_width_slope_gram(0.0) == pytest.approx(2 / 16)
     assert theory.width_stable_rank_bias(64, 1.0, math.log(2)) == pytest.approx(-8 / 64)
-    assert theory.width_stable_rank_bias(100, 0.5, 0.3) == pytest.approx(-theory.c(0.3) * (2 * (1 + theory.c(0.3)) ** 2 + 0.5 * (theory.c(0.3) - 1)) / 100)
+    c = theory.c(0.3)
+    assert theory.width_stable_rank_bias(100, 0.5, 0.3) == pytest.approx(-c * (2 * (1 + c) ** 2 + 0.5 * (c - 1)) / 100)
     assert theory.width_stable_rank_gram(100, 0.5, math.log(2)) == pytest.approx(1 + 2.5 / 100)
     with pytest.raises(ValueError, match="gamma"):
         theory.width_stable_rank_gram(100, -0.5, 0.3)

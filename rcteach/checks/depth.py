@@ -105,7 +105,8 @@ def centring_keeps_mu(*, T, d, seeds, depth, s2=LN2, seed=20, device=None) -> Co
         "estimate over 16 networks x 6 layers spreads by ~0.05% (sd over 20 seed sets)"
     ),
     mutants={**off_by(0.05), "no skip: c/T": lambda p, s: theory.depth_mu_factor(s["T"], s["s2"]),
-             "1/(1 + a) (not squared)": lambda p, s: (1 + s["skip"] ** 2 * theory.c(s["s2"]) / s["T"]) / (1 + s["skip"])},
+             "1/(1 + a) (not squared)":
+                 lambda p, s: (1 + s["skip"] ** 2 * theory.c(s["s2"]) / s["T"]) / (1 + s["skip"])},
     quick=dict(T=64, seeds=16, depth=6),
     full=dict(T=256, seeds=16, depth=8),
     base_seeds=(30, 1030, 2030),
@@ -153,7 +154,8 @@ def norm_growth_a(*, T, d, seeds, depth, start=2, value_var=1.0, s2=LN2, seed=40
         "base seeds of 4 networks x 3 layers the measured growth sat 0.985-0.993 of the prediction (sd 0.2%): the "
         "check resolves ~4%"
     ),
-    mutants={**off_exponent(-1), **off_by(0.05), "the uncentred growth sigma_V^2 d": lambda p, s: theory.norm_growth(s["d"], s["value_var"])},
+    mutants={**off_exponent(-1), **off_by(0.05),
+             "the uncentred growth sigma_V^2 d": lambda p, s: theory.norm_growth(s["d"], s["value_var"])},
     quick=dict(T=512, d=512, seeds=4, depth=3),
     full=dict(T=1024, d=1024, seeds=8, depth=4),
     base_seeds=(50, 1050, 2050),
@@ -170,14 +172,16 @@ def norm_growth_a_perp(*, T, d, seeds, depth, value_var=1.0, s2=LN2, seed=50, de
     claim="At perfect consensus X = 1 x^T the QK logits are constant along rows, so dL/dW_Q = dL/dW_K = 0 "
           "exactly at every layer (while dL/dW_V is not)",
     source="exact",
-    tolerance_note="max ||dL/dW_Q||, ||dL/dW_K|| relative to min ||dL/dW_V||: float64 round-off ~1e-14; 1e-10 leaves margin",
+    tolerance_note="max ||dL/dW_Q||, ||dL/dW_K|| relative to min ||dL/dW_V||: float64 round-off ~1e-14; 1e-10 leaves "
+                   "margin",
     mutants={"query/key gradients as large as the value gradient": lambda p, s: 1.0},
     quick=dict(T=32, d=32, seeds=4, depth=3),
     full=dict(T=256, d=256, seeds=8, depth=6),
     base_seeds=(60, 1060, 2060),
 )
 def consensus_qk_gradient_zero(*, T, d, seeds, depth, s2=LN2, seed=60, device=None) -> Comparison:
-    x = orthonormal_tokens(2, d, batch=seeds, seed=seed, device=device, dtype=torch.float64)[..., :1, :]  # (seeds, 1, d)
+    # (seeds, 1, d)
+    x = orthonormal_tokens(2, d, batch=seeds, seed=seed, device=device, dtype=torch.float64)[..., :1, :]
     X0 = x.expand(seeds, T, d)  # every token equal: consensus
     g = weight_gradients(X0, depth, attention="qk", s2=s2, value_var=1.0 / d, seed=seed + 1)
     measured = (torch.maximum(g.W_Q.max(), g.W_K.max()) / g.W_V.min()).item()

@@ -20,7 +20,8 @@ NEWTON = ("Newton's method on the product of spheres converges quadratically: re
 
 @register(
     "equilibrium-fixed-point",
-    claim="In the N = d = 2 causal example, the orthogonal configuration (e1, e2) is an exact fixed point of the LN layer map",
+    claim="In the N = d = 2 causal example, the orthogonal configuration (e1, e2) is an exact fixed point of the LN "
+          "layer map",
     source="exact",
     tolerance_note="exact arithmetic gives 0; float64 evaluation of softmax and normalisation errs by ~1e-16",
     mutants={"a slow drift: the layer moves (e1, e2) by 1e-8": lambda p, s: 1e-8},
@@ -57,10 +58,12 @@ def equilibrium_stable() -> Comparison:
     tolerance_note=("exact: a set of ranks.  Rank k counts when the constructed state has numerical rank k, residual "
                     "< 1e-12 (Newton reaches ~1e-16), tangent spectral radius < 1 (measured 0.80-0.88 for N <= 6, "
                     "far from 1), and every one of `perturbations` random perturbations of size `eps` = 1e-6 returns "
-                    "to within 1e-8 after `steps` layers (linear stability predicts a return rate ~radius^steps).  eps is a "
-                    "setting, not slack: the Jacobian is non-normal and the basins shrink with N (N = 5, X = I: all of 64 "
-                    "perturbations of 1e-6 return, 77% of 1e-4; at N = 6 one of 64 perturbations of 1e-6 escaped)"),
-    mutants={"the full-rank state is unstable": lambda p, s: p[:-1], "only consensus (rank 1) is stable": lambda p, s: p[:1]},
+                    "to within 1e-8 after `steps` layers (linear stability predicts a return rate ~radius^steps).  eps "
+                    "is a setting, not slack: the Jacobian is non-normal and the basins shrink with N (N = 5, X = I: "
+                    "all of 64 perturbations of 1e-6 return, 77% of 1e-4; at N = 6 one of 64 perturbations of 1e-6 "
+                    "escaped)"),
+    mutants={"the full-rank state is unstable": lambda p, s: p[:-1],
+             "only consensus (rank 1) is stable": lambda p, s: p[:1]},
     quick=dict(N=4, perturbations=8, eps=1e-6, steps=200),
     full=dict(N=5, perturbations=64, eps=1e-6, steps=600),
     base_seeds=(0, 1000, 2000),
@@ -87,7 +90,8 @@ def equilibria_every_rank(*, N, perturbations, eps, steps, q=0.8, seed=0) -> Com
            "exactly q: each token's block is nilpotent towards earlier directions and has eigenvalues q^(p-m) towards "
            "later ones"),
     source="derived",
-    tolerance_note="autograd Jacobian and an eigenvalue problem of size N(N-1) in float64: error ~1e-15; 1e-10 leaves margin",
+    tolerance_note="autograd Jacobian and an eigenvalue problem of size N(N-1) in float64: error ~1e-15; 1e-10 leaves "
+                   "margin",
     mutants={**off_by(2e-10), "radius q^2": lambda p, s: p ** 2, "radius 1/2 (the N = 2 example's)": lambda p, s: 0.5},
     quick=dict(N=5, q=0.8),
     full=dict(N=8, q=0.5),

@@ -8,9 +8,8 @@ import math
 
 import torch
 
-from .. import _deprecation, theory
-from ..attention import noniso_attention as _noniso_attention
-from ..attention import qk_attention, random_attention
+from .. import theory
+from ..attention import noniso_attention, qk_attention
 from ..depth import propagate, weight_gradients
 from ..free_probability import correlated_bulk_radius, fuss_catalan_moment, gram_stable_rank_limit
 from ..masks import consensus_rate, consensus_transient_layer, make_mask
@@ -19,18 +18,11 @@ from ..metrics import decay_rate, spectral_gap, squared_singular_values, stable_
 from ..norms import normalise
 from ..theory import LN2
 from ..sphere import sphere_flow, tail_rate
-from ..tokens import gaussian_tokens, orthonormal_tokens
-from ..tokens import near_consensus as _near_consensus
-from ..width import noniso_width_ranks as _noniso_width_ranks
+from ..tokens import gaussian_tokens, near_consensus, orthonormal_tokens
+from ..width import noniso_width_ranks
 from ..wu_table import logit_s2
 from .registry import Comparison, off_by, off_exponent, register
 
-
-# the simulation helpers of chapters 15 and 16 moved to the package (imported above under private names, so
-# that the old names reach __getattr__ and warn)
-__getattr__ = _deprecation.moved_attributes(__name__, {"noniso_attention": "rcteach.attention:noniso_attention",
-                                                       "near_consensus": "rcteach.tokens:near_consensus",
-                                                       "noniso_width_ranks": "rcteach.width:noniso_width_ranks"})
 
 
 def _centred_stack(T, depth, seeds, s2, seed, device):
@@ -296,7 +288,8 @@ def _slopes(T1, T2, s2, **kw):
     quick=dict(T1=32, T2=128, seeds=64),
     full=dict(T1=128, T2=512, seeds=32),
     mutants={
-        "Euler's estimate 2L/(sigma_V d): slope L - 1 = 1 with A": lambda p, s: p - torch.tensor([0.5, 0.0], dtype=p.dtype),
+        "Euler's estimate 2L/(sigma_V d): slope L - 1 = 1 with A":
+            lambda p, s: p - torch.tensor([0.5, 0.0], dtype=p.dtype),
         "the fix does nothing: slope 3/2 for A_perp too": lambda p, s: torch.stack([p[0], p[0]]),
         "no growth with A either": lambda p, s: torch.stack([p[1], p[1]]),
         "T-exponent of A 5% high": lambda p, s: p * torch.tensor([1.05, 1.0], dtype=p.dtype),
@@ -307,9 +300,10 @@ def _slopes(T1, T2, s2, **kw):
     base_seeds=(740, 1740, 2740),
 )
 def gradient_growth_t(*, T1, T2, seeds, s2=LN2, seed=740, device=None) -> Comparison:
-    measured = torch.tensor([_growth_exponent(lambda T: _first_gradient_rms(T, centred=centred, seeds=seeds, s2=s2,
-                                                                             seed=seed, device=device), T1, T2)
-                             for centred in (False, True)], dtype=torch.float64)
+    def rms(centred):
+        return lambda T: _first_gradient_rms(T, centred=centred, seeds=seeds, s2=s2, seed=seed, device=device)
+
+    measured = torch.tensor([_growth_exponent(rms(centred), T1, T2) for centred in (False, True)], dtype=torch.float64)
     return Comparison(prediction=_slopes(T1, T2, s2), measured=measured,
                       tolerance=torch.tensor([0.045, 0.2], dtype=torch.float64))
 
@@ -322,8 +316,8 @@ def gradient_growth_t(*, T1, T2, seeds, s2=LN2, seed=740, device=None) -> Compar
     source="derived",
     tolerance_note=(
         "relative 5% on the mean over networks of the largest non-outlier eigenvalue modulus: one network's "
-        "spreads by ~4-6% (sd) at T = 400, the mean of 12 (quick mode) by ~1.5%; the finite-T offset of the edge measured "
-        "-2.4% (gamma = 0.5, T = 400 and 800), +2.4% (gamma = 2, T = 800), +1.1% (gamma = 0.1, T = 800); "
+        "spreads by ~4-6% (sd) at T = 400, the mean of 12 (quick mode) by ~1.5%; the finite-T offset of the edge "
+        "measured -2.4% (gamma = 0.5, T = 400 and 800), +2.4% (gamma = 2, T = 800), +1.1% (gamma = 0.1, T = 800); "
         "10 seed sets of 8 gave -1.5% to +4.3%. At T = 200 the offsets reach ~10%: not a tight setting"),
     quick=dict(T=400, gamma=0.5, seeds=12),
     full=dict(T=800, gamma=2.0, seeds=4),
@@ -334,13 +328,13 @@ def gradient_growth_t(*, T1, T2, seeds, s2=LN2, seed=740, device=None) -> Compar
         **off_by(0.11),
     },
     base_seeds=(750, 1750, 2750),
-    coarse=("the largest bulk modulus has a finite-T offset of -2.4% to +2.4% (measured, not derived) and one network's "
-            "spreads by 4-6%; the disc and Frobenius statistics do not apply (the bulk is not a uniform disc: "
-            "||A_perp||_F / sqrt(T) is 0.64 of the radius at gamma = 0.5), so the check resolves ~6-8%"),
+    coarse=("the largest bulk modulus has a finite-T offset of -2.4% to +2.4% (measured, not derived) and one "
+            "network's spreads by 4-6%; the disc and Frobenius statistics do not apply (the bulk is not a uniform "
+            "disc: ||A_perp||_F / sqrt(T) is 0.64 of the radius at gamma = 0.5), so the check resolves ~6-8%"),
 )
 def noniso_bulk_radius(*, T, gamma, seeds, s2=LN2, seed=750, device=None) -> Comparison:
     d = round(gamma * T)
-    A = _noniso_attention(T, d, s2, seeds=seeds, seed=seed, device=device, dtype=torch.float64)
+    A = noniso_attention(T, d, s2, seeds=seeds, seed=seed, device=device, dtype=torch.float64)
     return Comparison(prediction=theory.noniso_bulk_radius(T, d, s2),
                       measured=spectral_gap(A).bulk_radius.mean().item(), tolerance=0.05, relative=True)
 
@@ -369,7 +363,7 @@ def noniso_bulk_radius(*, T, gamma, seeds, s2=LN2, seed=750, device=None) -> Com
 )
 def noniso_width_slope(*, T, gamma, seeds, s2=LN2, seed=780, device=None) -> Comparison:
     d = round(T / gamma)
-    sr = _noniso_width_ranks(T, d, s2, seeds=seeds, seed=seed, device=device) / T
+    sr = noniso_width_ranks(T, d, s2, seeds=seeds, seed=seed, device=device) / T
     return Comparison(prediction=theory.noniso_width_slope(gamma), measured=sr.median().item(), tolerance=0.05,
                       relative=True)
 
@@ -390,9 +384,9 @@ def _without_hermite(p, s):
            "sqrt(c/T) and the linear term alone matters"),
     source="derived",
     tolerance_note=(
-        "relative 10% at layer 0 and 25% at layer 2 (the inputs of layers 1 and 3: query-key attention, RMS norm, Gaussian "
-        "values, T = d = 256) on the mean over 8 networks of the largest non-outlier |lambda| against the mean "
-        "predicted radius.  Layer 0: the edge sits +3.9% to +5.6% above (5 base seeds; a finite-T edge excess "
+        "relative 10% at layer 0 and 25% at layer 2 (the inputs of layers 1 and 3: query-key attention, RMS norm, "
+        "Gaussian values, T = d = 256) on the mean over 8 networks of the largest non-outlier |lambda| against the "
+        "mean predicted radius.  Layer 0: the edge sits +3.9% to +5.6% above (5 base seeds; a finite-T edge excess "
         "and d_qk = T), one network's value spreads by 2-4%; dropping the higher-Hermite term lowers the "
         "prediction by 16% and is rejected.  Layer 2: the token covariance is dominated by few directions, one "
         "network's value spreads by 13-27% (sd), and 5 base seeds gave ratios 0.98-1.11 (8 seed sets before: "
@@ -432,7 +426,7 @@ def _local_exponent(T, d, seeds, s2, seed, device, mask=None) -> torch.Tensor:
     (seeds,): two starts at eps = 1e-2 and 1e-3 with the same directions and weights."""
     mu = {}
     for eps in (1e-2, 1e-3):
-        X0 = _near_consensus(T, d, eps, seeds=seeds, seed=seed, device=device, dtype=torch.float64)
+        X0 = near_consensus(T, d, eps, seeds=seeds, seed=seed, device=device, dtype=torch.float64)
         run = propagate(X0, 1, attention="qk", s2=s2, mask=mask, norm="rms", values="orthogonal", seed=seed + 1,
                         stable_ranks=False)
         mu[eps] = run.mu.cpu()  # (2, seeds)

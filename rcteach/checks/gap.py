@@ -15,7 +15,7 @@ import torch
 from .. import linalg, theory
 from ..attention import attention_map, centre, random_attention
 from ..logits import random_qk_logits
-from ..metrics import spectral_gap, spectrum
+from ..metrics import spectral_gap
 from ..theory import LN2
 from .registry import Comparison, off_by, off_exponent, register
 from .shared import attention_spectrum
@@ -35,7 +35,8 @@ from .statistics import disc_radius
                     "are bulk-radius's (shared.attention_spectrum).  (Against sqrt(c/(2T)) with 4 matrices the "
                     "tolerance was 3% and the check resolved 4-6%)"),
     mutants={**off_by(0.06), "the radius taken for the median (ratio 1)": lambda p, s: p * 2 ** 0.5,
-             "a Gaussian cloud of the same second moment (median sqrt(ln 2 / 2) R)": lambda p, s: math.sqrt(math.log(2) / 2)},
+             "a Gaussian cloud of the same second moment (median sqrt(ln 2 / 2) R)":
+                 lambda p, s: math.sqrt(math.log(2) / 2)},
     quick=dict(T=512, seeds=2),
     full=dict(T=1024, seeds=16),
     base_seeds=(1, 1001, 2001),
@@ -52,14 +53,16 @@ def bulk_median_modulus(*, T, seeds, s2=LN2, seed=1, device=None) -> Comparison:
     claim="the median singular value of A_perp is the quarter-circle median 0.808 sqrt(c/T)",
     source="derived",
     tolerance_note=("relative 1.5(1 + c)(1 + 2c)/T + 1%: a finite-T allowance plus ~3 standard errors of the 8-seed "
-                    "mean (which spreads by ~0.2%).  The deficit grows with s2 (heavy tails): measured ~2.7% at T = 256 "
-                    "and 1.6% at T = 512 for s2 = ln 2 (10 base seeds, sd 0.2%), 3.4% at T = 512 for s2 = 1.  The "
+                    "mean (which spreads by ~0.2%).  The deficit grows with s2 (heavy tails): measured ~2.7% at T = "
+                    "256 and 1.6% at T = 512 for s2 = ln 2 (10 base seeds, sd 0.2%), 3.4% at T = 512 for s2 = 1.  The "
                     "allowance is 3 times the deficit that the next-order Frobenius norm of A_perp alone implies for a "
-                    "singular value, (1 + c)(1 + 2c)/(2T): 1.8% at T = 512, s2 = ln 2 (quick mode; resolves ~4.5%; with "
-                    "4 times it the check resolved 4.6-5%), 3.5% at s2 = 1.  The ratio of the median to the rms singular "
-                    "value has nearly the same deficit (-1.2% at T = 512): the heavy tail changes the shape, not only "
-                    "the scale"),
-    mutants={**off_exponent(-0.5), **off_by(0.05), "the semicircle-edge scale 2 sqrt(c/T) taken for the median": lambda p, s: 2 * p / theory.QUARTER_CIRCLE_MEDIAN},
+                    "singular value, (1 + c)(1 + 2c)/(2T): 1.8% at T = 512, s2 = ln 2 (quick mode; resolves ~4.5%; "
+                    "with 4 times it the check resolved 4.6-5%), 3.5% at s2 = 1.  The ratio of the median to the rms "
+                    "singular value has nearly the same deficit (-1.2% at T = 512): the heavy tail changes the shape, "
+                    "not only the scale"),
+    mutants={**off_exponent(-0.5), **off_by(0.05),
+             "the semicircle-edge scale 2 sqrt(c/T) taken for the median":
+                 lambda p, s: 2 * p / theory.QUARTER_CIRCLE_MEDIAN},
     quick=dict(T=512, seeds=8),
     full=dict(T=1024, seeds=8),
     base_seeds=(4, 1004, 2004),
@@ -80,7 +83,8 @@ def sv_median(*, T, seeds, s2=LN2, seed=4, device=None) -> Comparison:
     tolerance_note=("relative 3.5%, valid only for small s2: one seed spreads by ~1.5% at T = 256 (0.5% on the "
                     "8-seed mean) and the mean sits ~1% below the edge; at s2 >= 1 the largest entry dominates and "
                     "sigma_max is 10-50% above the edge (see the chapter)"),
-    mutants={**off_exponent(-0.5), **off_by(0.05), "the eigenvalue radius sqrt(c/T) taken for the edge": lambda p, s: p / 2},
+    mutants={**off_exponent(-0.5), **off_by(0.05),
+             "the eigenvalue radius sqrt(c/T) taken for the edge": lambda p, s: p / 2},
     quick=dict(T=256, seeds=8),
     full=dict(T=1024, seeds=8),
     base_seeds=(5, 1005, 2005),
@@ -119,21 +123,24 @@ def qk_logit_variance(*, T, d, d_qk, seeds, s2=LN2, seed=6, device=None) -> Comp
 
 @register(
     "qk-bulk-radius",
-    claim="query-key attention on orthogonal tokens (d_qk >> T) has bulk radius sqrt(c/T), c = e^{s2} - 1, as in the i.i.d. model",
+    claim="query-key attention on orthogonal tokens (d_qk >> T) has bulk radius sqrt(c/T), c = e^{s2} - 1, as in the "
+          "i.i.d. model",
     source="derived",
-    tolerance_note=("relative 8%, as the largest bulk modulus of bulk-radius had: finite-T edge excess of 2-5% plus the "
-                    "seed spread, so it resolves 9-13% (over 4 base seeds), not 5% (an exception).  The disc statistic of bulk-radius does "
-                    "not apply here: the query-key bulk is not a uniform disc at finite d_qk (sqrt(2 mean |lambda|^2) "
-                    "sits 6% below sqrt(c/T) at T = 128..256, d_qk = 2T..4T).  Tested at d_qk >> T, where the i.i.d. "
-                    "model applies; at d_qk = 64 < T = 256 the radius is ~6% above sqrt(c/T) with a ~6% per-seed "
-                    "spread (see the chapter). The median over seeds is used: occasional seeds have an eigenvalue far "
-                    "outside the disc (up to +30%), which would dominate a mean. Over 20 base seeds the 16-seed "
-                    "median is +2.5% +- 1.0% (max +4.9%)"),
-    mutants={**off_exponent(-0.5, fraction=0.1), **off_by(0.15), "c replaced by s2": lambda p, s: (s["s2"] / s["T"]) ** 0.5},
+    tolerance_note=("relative 8%, as the largest bulk modulus of bulk-radius had: finite-T edge excess of 2-5% plus "
+                    "the seed spread, so it resolves 9-13% (over 4 base seeds), not 5% (an exception).  The disc "
+                    "statistic of bulk-radius does not apply here: the query-key bulk is not a uniform disc at finite "
+                    "d_qk (sqrt(2 mean |lambda|^2) sits 6% below sqrt(c/T) at T = 128..256, d_qk = 2T..4T).  Tested at "
+                    "d_qk >> T, where the i.i.d. model applies; at d_qk = 64 < T = 256 the radius is ~6% above "
+                    "sqrt(c/T) with a ~6% per-seed spread (see the chapter). The median over seeds is used: occasional "
+                    "seeds have an eigenvalue far outside the disc (up to +30%), which would dominate a mean. Over 20 "
+                    "base seeds the 16-seed median is +2.5% +- 1.0% (max +4.9%)"),
+    mutants={**off_exponent(-0.5, fraction=0.1), **off_by(0.15),
+             "c replaced by s2": lambda p, s: (s["s2"] / s["T"]) ** 0.5},
     quick=dict(T=128, d=512, d_qk=512, seeds=16),
     full=dict(T=512, d=2048, d_qk=2048, seeds=16),
     base_seeds=(7, 1007, 2007),
-    coarse=('the largest bulk modulus: a finite-T edge excess of 2-5% plus rare seeds far outside the disc; the disc statistic does not apply (the query-key bulk is not a uniform disc at finite d_qk)'),
+    coarse=('the largest bulk modulus: a finite-T edge excess of 2-5% plus rare seeds far outside the disc; the disc '
+            'statistic does not apply (the query-key bulk is not a uniform disc at finite d_qk)'),
 )
 def qk_bulk_radius(*, T, d, d_qk, seeds, s2=LN2, seed=7, device=None) -> Comparison:
     g, predicted_s2 = _qk_setting(T, d, d_qk, s2, seeds, seed, device)

@@ -64,10 +64,10 @@ def ln_causal_collapses(*, T, d, depth, seeds, norm="layernorm", seed=0, device=
            "~ pi^2 w (w + 1) / (6 T^2) is diffusive (near consensus every row's logits are equal, so attention is "
            "uniform on the window, and LayerNorm rescales all tokens alike)"),
     source="derived",
-    tolerance_note=("relative 20% on the gap 1 - |lambda_2| (the measured gap is 1 - the mean over networks of the fitted "
-                    "per-layer factor from layer `start`).  At d = 64 attention is not yet uniform on the window and "
-                    "the fitted gap of one run scatters by ~10% (T = 32, w = 2: +1% and +11% for two runs; at "
-                    "d = 256 within 2%).  Relative to the factor itself the tolerance is 0.2%; with 2 runs per base "
+    tolerance_note=("relative 20% on the gap 1 - |lambda_2| (the measured gap is 1 - the mean over networks of the "
+                    "fitted per-layer factor from layer `start`).  At d = 64 attention is not yet uniform on the "
+                    "window and the fitted gap of one run scatters by ~10% (T = 32, w = 2: +1% and +11% for two runs; "
+                    "at d = 256 within 2%).  Relative to the factor itself the tolerance is 0.2%; with 2 runs per base "
                     "seed it resolves ~25-35% of the gap, enough to reject a ballistic, an undirected or a collapsing "
                     "rate"),
     mutants={**off_exponent(-2), **off_by(0.5), "w^2 for w (w + 1)": lambda p, s: p * s["window"] / (s["window"] + 1),
@@ -76,7 +76,8 @@ def ln_causal_collapses(*, T, d, depth, seeds, norm="layernorm", seed=0, device=
     quick=dict(T=32, d=64, depth=300, start=100, seeds=2, window=2),
     full=dict(T=32, d=256, depth=400, start=150, seeds=4, window=2),
     base_seeds=(0, 1000, 2000),
-    coarse=('the fitted gap of one run scatters by ~10% at d = 64 (attention not yet uniform on the window); ln-theorem2-rate checks the same rate to 2% of the gap'),
+    coarse=('the fitted gap of one run scatters by ~10% at d = 64 (attention not yet uniform on the window); '
+            'ln-theorem2-rate checks the same rate to 2% of the gap'),
 )
 def ln_sliding_rate(*, T, d, depth, start, seeds, window, norm="layernorm", seed=0, device=None) -> Comparison:
     res = layernorm_runs(T=T, d=d, depth=depth, seeds=seeds, window=window, norm=norm, masks=("sliding",),
@@ -98,7 +99,8 @@ def ln_sliding_rate(*, T, d, depth, start, seeds, window, norm="layernorm", seed
                     "a factor ~3 in mu.  Prediction: log10 of the published mean at layer 32 (4.61e-5); measured: "
                     "log10 of the mean over runs at the last layer (one run per base seed in quick mode).  A float64 "
                     "run misses by 8 orders of magnitude, a non-collapsed one by 6"),
-    mutants={**off_by(0.25), "the float64 floor, 1e-13": lambda p, s: -13.0, "one order of magnitude higher": lambda p, s: p + 1},
+    mutants={**off_by(0.25), "the float64 floor, 1e-13": lambda p, s: -13.0,
+             "one order of magnitude higher": lambda p, s: p + 1},
     quick=dict(d=768, depth=6, seeds=1),
     full=dict(d=768, depth=32, seeds=10),
     base_seeds=(0, 1000, 2000),
@@ -127,12 +129,13 @@ def _paper_setting(d):
     mutants={**off_by(0.2), "dropout 0.05": lambda p, s: _front_mean(s["depth"], 0.05, s["d"]),
              "no dropout: collapse": lambda p, s: 0.0},
     tolerance_note=("10% relative, so the check resolves ~15%, not 5% (an exception: the front position is "
-                    "random, and each run's time-average of mu spreads by 15%).  Per run, the time-average of mu over layers 32..128 has a standard deviation "
-                    "of 15% of its mean (measured over 64 seeds, d = 64), so the mean of 24 runs (quick mode) has a "
-                    "standard error of 3.1%: 10% is 3.2 standard errors.  The neglected effect (a token behind the front "
-                    "zeroed for one layer, probability ~p^2 per layer) biases mu by about 1%; measured over 64 "
-                    "seeds at d = 64: -0.9%.  Quick mode runs d = 16 (mu scales as sqrt(d); the front does not depend "
-                    "on d): over 5 base seeds of 32 runs the ratio sat 0.983-1.040 (d = 64: 0.970-1.047)"),
+                    "random, and each run's time-average of mu spreads by 15%).  Per run, the time-average of mu over "
+                    "layers 32..128 has a standard deviation of 15% of its mean (measured over 64 seeds, d = 64), so "
+                    "the mean of 24 runs (quick mode) has a standard error of 3.1%: 10% is 3.2 standard errors.  The "
+                    "neglected effect (a token behind the front zeroed for one layer, probability ~p^2 per layer) "
+                    "biases mu by about 1%; measured over 64 seeds at d = 64: -0.9%.  Quick mode runs d = 16 (mu "
+                    "scales as sqrt(d); the front does not depend on d): over 5 base seeds of 32 runs the ratio sat "
+                    "0.983-1.040 (d = 64: 0.970-1.047)"),
     quick=dict(d=16, seeds=24, depth=128),
     full=dict(d=128, seeds=64, depth=128),
     base_seeds=(0, 1000, 2000),
@@ -165,7 +168,8 @@ def _causal_column(dropout: float) -> tuple[torch.Tensor, torch.Tensor]:
 def _published_causal() -> tuple[torch.Tensor, torch.Tensor]:
     """The paper's causal column (mean, std) at TABLE_LAYERS."""
     rows = [PUBLISHED_TABLE["causal"][l] for l in TABLE_LAYERS]
-    return torch.tensor([m for m, _ in rows], dtype=torch.float64), torch.tensor([s for _, s in rows], dtype=torch.float64)
+    means, sds = zip(*rows)
+    return torch.tensor(means, dtype=torch.float64), torch.tensor(sds, dtype=torch.float64)
 
 
 @register(

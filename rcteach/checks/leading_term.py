@@ -23,8 +23,10 @@ from .registry import Comparison, off_by, off_exponent, register
     "logit-mean-cancels",
     claim="softmax(g + m) = softmax(g): the mean m of the logits cancels, only s2 matters",
     source="exact",
-    tolerance_note="float64 round-off of exp and a sum of T terms, relative to entries of size 1/T: ~1e-16; 1e-12 leaves margin",
-    mutants={"the mean scales attention by e^m": lambda p, s: abs(math.expm1(s["m"]))},  # the deviation it implies (x T)
+    tolerance_note="float64 round-off of exp and a sum of T terms, relative to entries of size 1/T: ~1e-16; 1e-12 "
+                   "leaves margin",
+    # the deviation it implies (x T)
+    mutants={"the mean scales attention by e^m": lambda p, s: abs(math.expm1(s["m"]))},
     quick=dict(T=256, seeds=4),
     full=dict(T=1024, seeds=8),
     base_seeds=(0, 1000, 2000),
@@ -41,8 +43,8 @@ def logit_mean_cancels(*, T, seeds, s2=LN2, m=-3.7, seed=0, device=None) -> Comp
            "(compared with its next-order value sqrt((c/T)(1 + (1 + K/c^2)/T)), theory.leading_term_residual; "
            "tested at s2 = 0.25: at s2 = ln 2 the log-normal tail dominates the pooled ratio)"),
     source="derived",
-    tolerance_note=("relative 2.75%, on the pooled ratio sqrt(sum ||A - L||_F^2 / sum ||ZP/T||_F^2) over 64 matrices at "
-                    "T = 256, s2 = 0.25, against the next-order value (+0.2% above sqrt(c/T) there).  Over 10 base "
+    tolerance_note=("relative 2.75%, on the pooled ratio sqrt(sum ||A - L||_F^2 / sum ||ZP/T||_F^2) over 64 matrices "
+                    "at T = 256, s2 = 0.25, against the next-order value (+0.2% above sqrt(c/T) there).  Over 10 base "
                     "seeds the ratio sat 0.990-1.018 of the prediction (sd 0.82%): 2.75% is ~3 sd plus the O(1/T^2) "
                     "remainder (<= 0.4% at s2 = 0.25, T = 128..512); the check resolves ~3.5-4.5%.  At s2 = ln 2 the "
                     "next-order term is +1.45% at T = 512 and its remainder -0.2% (-0.8% at T = 256), but 16 matrices "
@@ -57,7 +59,8 @@ def logit_mean_cancels(*, T, seeds, s2=LN2, m=-3.7, seed=0, device=None) -> Comp
 def leading_term_residual(*, T, seeds, s2=0.25, m=-0.125, seed=0, device=None) -> Comparison:
     g = random_logits(T, s2, m=m, batch=seeds, seed=seed, device=device, dtype=torch.float64)
     A, L = attention_map(g), leading_term(g, s2, m=m)
-    ratio = (torch.linalg.matrix_norm(A - L).square().sum() / torch.linalg.matrix_norm(L - 1.0 / T).square().sum()).sqrt()
+    residual_sq = torch.linalg.matrix_norm(A - L).square().sum()
+    ratio = (residual_sq / torch.linalg.matrix_norm(L - 1.0 / T).square().sum()).sqrt()
     return Comparison(prediction=theory.leading_term_residual(T, s2, next_order=True), measured=ratio.item(),
                       tolerance=0.0275, relative=True)
 
@@ -68,7 +71,9 @@ def leading_term_residual(*, T, seeds, s2=0.25, m=-0.125, seed=0, device=None) -
     source="derived",
     tolerance_note=("relative 3%: the next-order bias is sqrt(1 - (1+c)(1+2c)/T) - 1 = -1.2% at T = 256, "
                     "s2 = ln 2; the 16-seed pooled sd has a spread of ~0.3%"),
-    mutants={**off_exponent(-1), **off_by(0.05), "sd sqrt(1 + c)/T (the second moment for the variance)": lambda p, s: (1 + theory.c(s["s2"])) ** 0.5 / s["T"],
+    mutants={**off_exponent(-1), **off_by(0.05),
+             "sd sqrt(1 + c)/T (the second moment for the variance)":
+                 lambda p, s: (1 + theory.c(s["s2"])) ** 0.5 / s["T"],
              "c replaced by s2": lambda p, s: s["s2"] ** 0.5 / s["T"]},
     quick=dict(T=256, seeds=16),
     full=dict(T=1024, seeds=16),
@@ -112,7 +117,8 @@ def frobenius_norm(*, T, seeds, s2=LN2, seed=0, device=None) -> Comparison:
 def centred_frobenius_norm(*, T, seeds, s2=LN2, seed=0, device=None) -> Comparison:
     A = random_attention(T, s2, batch=seeds, seed=seed, device=device, dtype=torch.float64)
     measured = torch.linalg.matrix_norm(centre(A)).square().mean().item()
-    return Comparison(prediction=theory.frobenius_sq(s2, centred=True), measured=measured, tolerance=0.03, relative=True)
+    return Comparison(prediction=theory.frobenius_sq(s2, centred=True), measured=measured, tolerance=0.03,
+                      relative=True)
 
 
 @register(
@@ -130,7 +136,8 @@ def centred_frobenius_norm(*, T, seeds, s2=LN2, seed=0, device=None) -> Comparis
 def frobenius_next_order(*, T, seeds, s2=1.0, seed=0, device=None) -> Comparison:
     A = random_attention(T, s2, batch=seeds, seed=seed, device=device, dtype=torch.float64)
     measured = torch.linalg.matrix_norm(A).square().mean().item()
-    return Comparison(prediction=theory.frobenius_sq_next_order(T, s2), measured=measured, tolerance=0.02, relative=True)
+    return Comparison(prediction=theory.frobenius_sq_next_order(T, s2), measured=measured, tolerance=0.02,
+                      relative=True)
 
 
 @register(
@@ -148,7 +155,8 @@ def frobenius_next_order(*, T, seeds, s2=1.0, seed=0, device=None) -> Comparison
                     "errors; the check resolves ~2% and rejects the leading term.  The (c/T)^2 part of the "
                     "next-order term (+0.8% at T = 128) is not resolved.  (Against the raw mean of sigma_1 - 1 "
                     "with 128 matrices at T = 256 the tolerance was 3% and the check resolved 3.6-5.4%)"),
-    mutants={**off_exponent(-1), **off_by(0.03), "leading order c/T (next-order term dropped)": lambda p, s: theory.c(s["s2"]) / s["T"],
+    mutants={**off_exponent(-1), **off_by(0.03),
+             "leading order c/T (next-order term dropped)": lambda p, s: theory.c(s["s2"]) / s["T"],
              "excess 2c/T (the factor 1/2 of sigma_1 - 1 dropped)": lambda p, s: 2 * p,
              "the 1/T term doubled": lambda p, s: 2 * p - theory.c(s["s2"]) / s["T"],
              "c replaced by s2": lambda p, s: p * s["s2"] / theory.c(s["s2"])},

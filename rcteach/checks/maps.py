@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 
-import torch
 
 from .. import theory
 from ..theory import LN2
@@ -82,17 +81,20 @@ def relu_outlier(*, T, seeds, s2=LN2, seed=10, device=None) -> Comparison:
 
 @register(
     "relu-bulk-radius",
-    claim="The non-outlier eigenvalues of ReLU attention fill a disc of radius sqrt(Var relu(g) / T) = s sqrt((pi - 1) / (2 pi T))",
+    claim="The non-outlier eigenvalues of ReLU attention fill a disc of radius sqrt(Var relu(g) / T) = s sqrt((pi - 1) "
+          "/ (2 pi T))",
     source="derived",
     tolerance_note=BULK_NOTE,
-    mutants={**off_exponent(-0.5), **off_by(0.05), "E relu(g)^2 for Var relu(g)": lambda p, s: (s["s2"] / 2 / s["T"]) ** 0.5},
+    mutants={**off_exponent(-0.5), **off_by(0.05),
+             "E relu(g)^2 for Var relu(g)": lambda p, s: (s["s2"] / 2 / s["T"]) ** 0.5},
     quick=dict(T=256, seeds=4),
     full=dict(T=1024, seeds=8),
     base_seeds=(10, 1010, 2010),
 )
 def relu_bulk_radius(*, T, seeds, s2=LN2, seed=10, device=None) -> Comparison:
     measured = _disc(T, s2, seeds, seed, device, "relu")
-    return Comparison(prediction=theory.map_bulk_radius(T, "relu", s2), measured=measured, tolerance=0.03, relative=True)
+    return Comparison(prediction=theory.map_bulk_radius(T, "relu", s2), measured=measured, tolerance=0.03,
+                      relative=True)
 
 
 @register(
@@ -161,7 +163,8 @@ def centred_maps_no_outlier(*, T, seeds, bias, s2=LN2, seed=14, device=None) -> 
            "gap exactly when s2 < ln(pi) (s2 <= 1 tested)"),
     source="derived",
     tolerance_note=RELATIVE_GAP_NOTE,
-    mutants={**off_by(0.05), "sqrt(c / pi) (Var relu taken as E relu^2)": lambda p, s: (theory.c(s["s2"]) / math.pi) ** 0.5},
+    mutants={**off_by(0.05),
+             "sqrt(c / pi) (Var relu taken as E relu^2)": lambda p, s: (theory.c(s["s2"]) / math.pi) ** 0.5},
     quick=dict(T=256, seeds=4, s2=0.5),
     full=dict(T=1024, seeds=8, s2=0.5),
     base_seeds=(15, 1015, 2015),
@@ -184,4 +187,5 @@ def relu_vs_softmax_gap(*, T, seeds, s2, seed=15, device=None) -> Comparison:
 )
 def sigmoid_vs_softmax_gap(*, T, seeds, bias, s2=LN2, seed=1, device=None) -> Comparison:
     quotient = _disc_gap(T, s2, seeds, seed, device, "sigmoid", bias) / _disc_gap(T, s2, seeds, seed, device)
-    return Comparison(prediction=theory.relative_gap("sigmoid", s2, bias), measured=quotient, tolerance=0.025, relative=True)
+    return Comparison(prediction=theory.relative_gap("sigmoid", s2, bias), measured=quotient, tolerance=0.025,
+                      relative=True)

@@ -35,7 +35,8 @@ def _run(kind, T, window, depth, *, seeds, seed, beta=0.0, s2=1.0, device=None):
     source="derived",
     tolerance_note=GRAPH_FACT,
     mutants={"the causal diameter is finite (= its eccentricity)": lambda p, s: (p[0], p[2], p[2], p[3]),
-             "floor((T - 1) / w) hops": lambda p, s: ((s["T"] - 1) // s["window"], p[1], (s["T"] - 1) // s["window"], p[3])},
+             "floor((T - 1) / w) hops": lambda p, s: ((s["T"] - 1) // s["window"], p[1], (s["T"] - 1) // s["window"],
+                                                      p[3])},
     quick=dict(T=32, window=3),
     full=dict(T=256, window=7),
 )
@@ -57,7 +58,8 @@ def sliding_causal_eccentricity(*, T, window) -> Comparison:
         "absolute 1e-3: the transient of lambda_3 = 1/3 biases the fitted slope by O((2/3)^start) ~ 3e-4 "
         "at start=20 (the causal matrix is not normal, so this is not squared); worst of 20 seeds 1.5e-4. "
         "floor=1e-12 keeps the fit above the float floor, reached near layer 50"),
-    mutants={**off_by(0.003), "|lambda_3| = 1/3": lambda p, s: 1 / 3, "1 - 1/T (diffusive)": lambda p, s: 1 - 1 / s["T"]},
+    mutants={**off_by(0.003), "|lambda_3| = 1/3": lambda p, s: 1 / 3,
+             "1 - 1/T (diffusive)": lambda p, s: 1 - 1 / s["T"]},
     quick=dict(T=32, depth=50, start=20, seeds=4),
     full=dict(T=256, depth=50, start=20, seeds=8),
     base_seeds=(0, 1000, 2000),
@@ -102,7 +104,9 @@ def sliding_rate_diffusive(*, T, window) -> Comparison:
         "beta=8 fitted from layer 40 most networks are within ~2e-4, but about 1 in 20 is still far from uniform "
         "attention at layer 40 and fits up to 1.2e-3 off (the worst network, used before, failed for some base "
         "seeds); the median of 4 is within 2e-4 over 5 base seeds"),
-    mutants={**off_by(0.0009), "the rate of a window one wider": lambda p, s: consensus_rate(make_mask("sliding", s["T"], window=s["window"] + 1)),
+    mutants={**off_by(0.0009),
+             "the rate of a window one wider":
+                 lambda p, s: consensus_rate(make_mask("sliding", s["T"], window=s["window"] + 1)),
              "the gap 1 - lambda_2 10% off": lambda p, s: 1 - 1.1 * (1 - p)},
     quick=dict(T=32, window=4, beta=8.0, depth=90, start=40, seeds=4),
     full=dict(T=32, window=4, beta=8.0, depth=200, start=80, seeds=16),
@@ -151,7 +155,8 @@ def local_masks_slower(*, T, windows, depth, seeds, beta=1.0, seed=0, device=Non
 @register(
     "sharp-attention-slower-start",
     claim=("we measured: sharper query-key attention (d_QK = 1/64, i.e. beta = 8) leaves more of mu after 3 "
-           "layers than soft attention (d_QK = 64, beta = 1/8) in the typical (median) network, on every standard mask"),
+           "layers than soft attention (d_QK = 64, beta = 1/8) in the typical (median) network, on every standard "
+           "mask"),
     source="derived",
     tolerance_note=("exact: an ordering of the median over networks of log mu_3/mu_0 per mask, compared for "
                     "equality.  The median, not the mean: under the causal mask about 1 network in 50 at beta = 8 "

@@ -88,8 +88,9 @@ def skip_mask_rate(*, T, d, seeds, seed=110, device=None) -> Comparison:
            "grows by at most 1 per layer: the relative distance falls like 1/t, not exponentially"),
     source="exact",
     tolerance_note=("max over layers of |mu_t / mu_0 - 1|: float64 round-off ~1e-15 a layer; 1e-10 leaves margin.  "
-                    "The second element is the violation of the bound relative mu_t >= mu_0 / sqrt(mu_0^2 + T (|xbar_0| "
-                    "+ t)^2) (the mean token moves by at most one unit-norm token per layer), 0 when it holds"),
+                    "The second element is the violation of the bound relative mu_t >= mu_0 / sqrt(mu_0^2 + T "
+                    "(|xbar_0| + t)^2) (the mean token moves by at most one unit-norm token per layer), 0 when it "
+                    "holds"),
     mutants={"mu shrinks like the post-LN layer (x1/2 per layer)": lambda p, s: p + torch.tensor([0.5, 0.0]),
              "relative mu falls exponentially (x1/2 per layer)": lambda p, s: p + torch.tensor([0.0, 1.0])},
     quick=dict(T=32, d=64, seeds=4, depth=64),

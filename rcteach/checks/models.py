@@ -1,8 +1,8 @@
 """Checks on real architectures at initialisation (chapter "Real transformers at initialisation").
 
 The models come from ``transformers`` configurations (imported lazily, on the first run of one of
-these checks); without the ``models`` extra they are SKIPPED.  Quick settings use the TinyBERT-sized BERT with a small vocabulary (the inputs are
-random embeddings, so the vocabulary size does not matter) and few layers.
+these checks); without the ``models`` extra they are SKIPPED.  Quick settings use the TinyBERT-sized BERT with a small
+vocabulary (the inputs are random embeddings, so the vocabulary size does not matter) and few layers.
 """
 
 from __future__ import annotations
@@ -67,7 +67,8 @@ def bert_layer1_outlier_one(*, model, T, batch, seed=0, device=None) -> Comparis
     quick=dict(model="tinybert", T=128, batch=4),
     full=dict(model="bert-base", T=256, batch=4),
     base_seeds=(0, 1000, 2000),
-    coarse=('the largest bulk modulus with head width 26 < T: an edge excess of ~5.5% with a seed spread of 3.8%, and leading-order (1 + gamma) and 1/3 factors'),
+    coarse=('the largest bulk modulus with head width 26 < T: an edge excess of ~5.5% with a seed spread of 3.8%, and '
+            'leading-order (1 + gamma) and 1/3 factors'),
 )
 def bert_layer1_bulk_radius(*, model, T, batch, seed=0, device=None) -> Comparison:
     models = _models()
@@ -113,7 +114,8 @@ def centred_model_no_outlier(*, model, T, seed=0, device=None) -> Comparison:
     extra="models",
     claim="GPT-2's causal attention is lower triangular: its eigenvalues are its diagonal entries, all real",
     source="exact",
-    tolerance_note="eigenvalues of a triangular matrix are read off its diagonal up to round-off ~1e-15; 1e-10 leaves margin",
+    tolerance_note="eigenvalues of a triangular matrix are read off its diagonal up to round-off ~1e-15; 1e-10 leaves "
+                   "margin",
     mutants={"the eigenvalues are the row sums, all 1 (off by 1 - A_kk)": lambda p, s: 1 - 1 / s["T"]},
     quick=dict(T=32),
     full=dict(T=256),
@@ -228,9 +230,9 @@ def tinybert_gram_layer1(*, model, T, batch, seeds, seed=0, device=None) -> Comp
     "roberta-fix-keeps-gram",
     extra="models",
     claim=("RoBERTa at initialisation (rebuttal Figs. V and VI): with centred attention (the fix) the hidden states "
-           "keep the Gram stable-rank excess of their embeddings, (1 - rho)^2 (T - 1)(1 + (T - 1)/d)/(T rho + 1 - rho)^2, "
-           "at layer 1 and at the last layer; without it the excess falls layer after layer (the fix changes width "
-           "a little and depth a lot)"),
+           "keep the Gram stable-rank excess of their embeddings, (1 - rho)^2 (T - 1)(1 + (T - 1)/d)/(T rho + 1 - "
+           "rho)^2, at layer 1 and at the last layer; without it the excess falls layer after layer (the fix changes "
+           "width a little and depth a lot)"),
     source="derived",
     tolerance_note=(
         "relative 8% at layer 1 and 25% at the last layer, so the check resolves ~8-13%, not 5%: an exception.  The "
@@ -239,7 +241,8 @@ def tinybert_gram_layer1(*, model, T, batch, seeds, seed=0, device=None) -> Comp
         "0.78-1.05 at layer 4 (model seeds 0, 100, 200; 0.93-1.10 over the 12 layers of roberta-base at seed 0), "
         "against 0.76-0.83 (layer 1), 0.39 (layer 4) and 0.13 (layer 12) without it"
     ),
-    mutants={"the fix falls like the uncentred network (x0.8 a layer)": lambda p, s: p * torch.tensor([0.8, 0.8 ** s["layers"]]),
+    mutants={"the fix falls like the uncentred network (x0.8 a layer)":
+             lambda p, s: p * torch.tensor([0.8, 0.8 ** s["layers"]]),
              "15% high": lambda p, s: p * 1.15, "15% low": lambda p, s: p * 0.85},
     coarse=("the MLPs and value/output projections, not modelled, move the bulk: measured/predicted 0.96-0.99 at "
             "layer 1 and 0.78-1.05 at the last layer, so the check resolves 11% (worst of base seeds 0, 100, 200)"),

@@ -46,7 +46,8 @@ import torch
 
 from .. import _extras, _validate
 
-__all__ = ["Comparison", "Check", "CheckResult", "CheckFailed", "check", "off_by", "off_exponent", "register", "registry",
+__all__ = ["Comparison", "Check", "CheckResult", "CheckFailed", "check", "off_by", "off_exponent", "register",
+           "all_checks",
            "run_check", "run_checks",
            "results_table", "results_html", "mutants_table", "MODES", "SOURCES", "MIN_SEEDS", "RESOLVES", "NEAR",
            "GENERATED"]
@@ -120,7 +121,9 @@ class Comparison:
 
 def _arrays(c: Comparison) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Prediction, measurement and tolerance as broadcast float64 CPU tensors."""
-    as_t = lambda v: torch.as_tensor(v.detach().cpu() if isinstance(v, torch.Tensor) else v, dtype=torch.float64)  # noqa: E731
+    def as_t(v):
+        return torch.as_tensor(v.detach().cpu() if isinstance(v, torch.Tensor) else v, dtype=torch.float64)
+
     return torch.broadcast_tensors(as_t(c.prediction), as_t(c.measured), as_t(c.tolerance))
 
 
@@ -342,7 +345,8 @@ def register(name: str, *, claim: str, source: str, tolerance_note: str, mutants
     if bad:
         raise TypeError(f"mutants: labels must be str and values callable fn(prediction, setting); bad: {bad}")
     if not isinstance(coarse, str):
-        raise TypeError(f"coarse: expected a str (why the check cannot resolve {RESOLVES:.0%}), got {type(coarse).__name__}")
+        raise TypeError(f"coarse: expected a str (why the check cannot resolve {RESOLVES:.0%}), got "
+                        f"{type(coarse).__name__}")
     seeds = tuple(base_seeds)
     if not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
         raise TypeError(f"base_seeds: check {name!r}: expected integers, got {seeds!r}")
@@ -355,7 +359,8 @@ def register(name: str, *, claim: str, source: str, tolerance_note: str, mutants
             raise ValueError(f"base_seeds: check {name!r} takes a seed and must run on at least {MIN_SEEDS} distinct "
                              f"base seeds, got {seeds!r}")
         if not takes_seed and seeds:
-            raise ValueError(f"base_seeds: check {name!r} has no seed setting, so it takes no base seeds (got {seeds!r})")
+            raise ValueError(f"base_seeds: check {name!r} has no seed setting, so it takes no base seeds (got "
+                             f"{seeds!r})")
         _REGISTRY[name] = Check(name, claim, source, tolerance_note, func, dict(quick or {}), dict(full or {}),
                                 dict(mutants), seeds, coarse, extra)
         return func
@@ -378,7 +383,7 @@ def off_exponent(power: float, variable: str = "T", fraction: float = 0.05) -> d
             f"{label} low": lambda p, s: p * s[variable] ** (-fraction * power)}
 
 
-def registry() -> dict[str, Check]:
+def all_checks() -> dict[str, Check]:
     """All registered checks by name, in registration order."""
     return dict(_REGISTRY)
 
@@ -389,6 +394,12 @@ def run_check(name: str, mode: str = "quick", *, device=None, **overrides) -> Ch
 
     ``device`` is passed to checks that simulate (those with a ``device`` setting).  A check whose
     optional extra is not installed is not run: its result is SKIPPED, ``skipped`` says why.
+
+    Examples
+    --------
+    >>> result = rcteach.run_check("row-stochastic")  # quick mode
+    >>> result.check.claim, result.passed
+    ('Softmax attention is row-stochastic: every row sums to 1 (A1 = 1)', True)
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a check name (str), got {type(name).__name__}")
@@ -451,8 +462,8 @@ def check(*names: str, mode: str = "quick", device=None, **overrides) -> list[Ch
     """Run the named checks, display their results, and raise if any fails: the one call for chapters.
 
     ``names`` are check names or glob patterns (``"ln-*"``), run in the order given (a pattern's
-    matches in registry order), each check at most once.  ``overrides`` set keyword settings of every selected check that has them (a
-    setting no selected check has is a ValueError).  In IPython the results table is displayed as
+    matches in registry order), each check at most once.  ``overrides`` set keyword settings of every selected check
+    that has them (a setting no selected check has is a ValueError).  In IPython the results table is displayed as
     HTML, elsewhere printed as text.  Returns the list of :class:`CheckResult`; raises
     :class:`CheckFailed` (an AssertionError) naming every failing check with its prediction,
     measurement and tolerance, after displaying the table (a SKIPPED check fails nothing).
@@ -593,9 +604,11 @@ def mutants_table(results: list[CheckResult]) -> str:
     killed = sum(m["killed"] for m in mutants)
     generated = sum(m["generated"] for m in mutants)
     skipped = sum(r.skipped is not None for r in results)
-    lines.append(f"{killed} of {len(mutants)} mutants killed ({len(mutants) - generated} declared, {generated} generated), "
-                 f"{len(mutants) - killed} survived; {sum(r.verdict == 'FAIL' for r in results)} check(s) failed"
-                 + (f", {skipped} skipped" if skipped else "") + f"; {sum(len(r.rules) for r in results)} rule(s) broken")
+    lines.append(f"{killed} of {len(mutants)} mutants killed ({len(mutants) - generated} declared, {generated} "
+                 f"generated), {len(mutants) - killed} survived; {sum(r.verdict == 'FAIL' for r in results)} check(s) "
+                 f"failed"
+                 + (f", {skipped} skipped" if skipped else "") + f"; {sum(len(r.rules) for r in results)} rule(s) "
+                                                                 f"broken")
     return "\n".join(lines)
 
 

@@ -29,8 +29,9 @@ def _tokens(T, d, seeds, seed, device):
 
 
 def _skip_width_prediction(Ts, gamma, s2, skip=1.0):
-    return torch.tensor([theory.skip_width_stable_rank(s2, gamma, skip) + theory.skip_width_stable_rank_bias(T, gamma, s2, skip)
-                         for T in Ts], dtype=torch.float64)
+    limit = theory.skip_width_stable_rank(s2, gamma, skip)
+    return torch.tensor([limit + theory.skip_width_stable_rank_bias(T, gamma, s2, skip) for T in Ts],
+                        dtype=torch.float64)
 
 
 @register(
@@ -46,7 +47,8 @@ def _skip_width_prediction(Ts, gamma, s2, skip=1.0):
         "(measured -1.2% to -1.6%)"
     ),
     mutants={**off_by(0.05), "no skip: 1 + c (the gamma term dropped)": lambda p, s: p - s["gamma"],
-             "grows like T^0.1": lambda p, s: p * (torch.tensor(list(s["Ts"]) * 2, dtype=torch.float64) / s["Ts"][0]) ** 0.1},
+             "grows like T^0.1": lambda p, s: p * (torch.tensor(list(s["Ts"]) * 2,
+                                                                dtype=torch.float64) / s["Ts"][0]) ** 0.1},
     quick=dict(Ts=(64, 128), gamma=0.5, seeds=(256, 64)),
     full=dict(Ts=(128, 512), gamma=0.5, seeds=(256, 64)),
     base_seeds=(0, 100, 200),
@@ -113,8 +115,10 @@ def _consensus_growth(T, d, depth, skip, seeds, seed, device, s2):
         " for the next-order alpha (it enters through (kappa - alpha) mu^2, ~0.3% of C_L at T = 16)"
     ),
     mutants={**off_by(0.08), "fixed skip a = 1: 2^L": lambda p, s: torch.tensor([2.0 ** L for L in s["depths"]]),
-             "a = L^(-0.4) (exponent -0.4, not -1/2)": lambda p, s: torch.tensor([(1 + L ** -0.8) ** L for L in s["depths"]]),
-             "a = L^(-0.6) (exponent -0.6, not -1/2)": lambda p, s: torch.tensor([(1 + L ** -1.2) ** L for L in s["depths"]])},
+             "a = L^(-0.4) (exponent -0.4, not -1/2)":
+                 lambda p, s: torch.tensor([(1 + L ** -0.8) ** L for L in s["depths"]]),
+             "a = L^(-0.6) (exponent -0.6, not -1/2)":
+                 lambda p, s: torch.tensor([(1 + L ** -1.2) ** L for L in s["depths"]])},
     quick=dict(T=16, d=32, depths=(4, 16), seeds=1024),
     full=dict(T=32, d=64, depths=(4, 16, 64), seeds=1024),
     base_seeds=(80, 180, 280),

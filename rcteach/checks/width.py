@@ -72,7 +72,8 @@ def width_gram_stable_rank(*, T, gamma, seeds, s2=LN2, seed=0, device=None) -> C
 
 @register(
     "centred-width-slope",
-    claim="The median of sr(A_perp X0 W_V) / T tends to max_z z/((1+z)^2(1+gamma z)) (free product of two Marchenko-Pastur laws)",
+    claim="The median of sr(A_perp X0 W_V) / T tends to max_z z/((1+z)^2(1+gamma z)) (free product of two "
+          "Marchenko-Pastur laws)",
     source="derived",
     tolerance_note=(
         "relative, on the median over seeds: 10/T finite-T allowance + 3 robust standard errors of the median "
@@ -84,12 +85,14 @@ def width_gram_stable_rank(*, T, gamma, seeds, s2=LN2, seed=0, device=None) -> C
         "(at T = 256 a 10% low prediction passed): it resolves ~7% at gamma = 1/2, not 5% (an exception: the "
         "finite-T deficit is measured, not derived, and the per-draw spread is large)"
     ),
-    mutants={**off_exponent(1), **off_by(0.08), "the gamma = 1 law used at any gamma": lambda p, s: theory.centred_width_slope(1.0),
+    mutants={**off_exponent(1), **off_by(0.08),
+             "the gamma = 1 law used at any gamma": lambda p, s: theory.centred_width_slope(1.0),
              "drops the factor (1 + gamma z)": lambda p, s: theory.centred_width_slope(0.0)},
     quick=dict(T=512, gamma=0.5, seeds=16),
     full=dict(T=1024, gamma=0.5, seeds=16),
     base_seeds=(0, 1000, 2000),
-    coarse=('the finite-T deficit of the median (1-3% at T = 512) is measured, not derived, and one draw spreads by 2-6% (interquartile)'),
+    coarse=('the finite-T deficit of the median (1-3% at T = 512) is measured, not derived, and one draw spreads by '
+            '2-6% (interquartile)'),
 )
 def centred_width_slope(*, T, gamma, seeds, s2=LN2, seed=0, device=None) -> Comparison:
     slope = theory.centred_width_slope(gamma)
@@ -110,12 +113,14 @@ def centred_width_slope(*, T, gamma, seeds, s2=LN2, seed=0, device=None) -> Comp
         "4.4%, 7.2%, 11% at T = 512.  Quick mode runs T = 512 (at T = 256 a 10% low prediction passed); it "
         "resolves ~10% at gamma = 1/2 (an exception, for the reasons of centred-width-slope)"
     ),
-    mutants={**off_exponent(1), **off_by(0.12), "the gamma = 1 law used at any gamma": lambda p, s: theory.centred_width_slope_gram(1.0),
+    mutants={**off_exponent(1), **off_by(0.12),
+             "the gamma = 1 law used at any gamma": lambda p, s: theory.centred_width_slope_gram(1.0),
              "drops the factor (2 + gamma)": lambda p, s: p / (2 + s["gamma"])},
     quick=dict(T=512, gamma=0.5, seeds=16),
     full=dict(T=1024, gamma=0.5, seeds=16),
     base_seeds=(0, 1000, 2000),
-    coarse=('the Gram version hangs on s_1^4: its finite-T deficit (0.2-4.4% at T = 512) is measured, not derived, and one draw spreads by 4-11% (interquartile)'),
+    coarse=('the Gram version hangs on s_1^4: its finite-T deficit (0.2-4.4% at T = 512) is measured, not derived, and '
+            'one draw spreads by 4-11% (interquartile)'),
 )
 def centred_width_slope_gram(*, T, gamma, seeds, s2=LN2, seed=0, device=None) -> Comparison:
     slope = theory.centred_width_slope_gram(gamma)

@@ -17,7 +17,7 @@ Introduced in the chapters "The spectral gap", "Rank collapse in width", "Rank c
 depth" and "Collapse under masks", each in its "Explore" section.
 """
 
-from ._common import DPI, live_png, png, renamed
+from ._common import DPI, live_png, png
 from .depth import DepthData, depth_data, depth_figure
 from .masks import MaskData, mask_data, mask_figure
 from .spectrum import ATTENTION, SpectrumData, spectrum_data, spectrum_figure
@@ -40,5 +40,4 @@ __all__ = [
     "mask_figure",
     "png",
     "live_png",
-    "renamed",
 ]

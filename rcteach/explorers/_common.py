@@ -1,11 +1,9 @@
-"""What the explorers' figure functions share: fixed-margin figures, log axes, PNG encoding, and the
-deprecation of renamed keywords."""
+"""What the explorers' figure functions share: fixed-margin figures, log axes, PNG encoding."""
 
 from __future__ import annotations
 
 import base64
 import io
-import warnings
 
 import numpy as np
 import torch
@@ -13,14 +11,6 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 DPI = 72  # figure resolution of the explorers' PNGs: small enough to encode in a few ms
-
-
-def renamed(old: str, new: str, value):
-    """``value`` of a keyword renamed ``old`` -> ``new``, with a DeprecationWarning naming ``new``
-    (pointing at the caller of the function that calls this)."""
-    warnings.warn(f"the keyword {old}= is deprecated and will be removed in the next release; use {new}=",
-                  DeprecationWarning, stacklevel=3)
-    return value
 
 
 def to_numpy(x: torch.Tensor) -> np.ndarray:

@@ -16,7 +16,7 @@ from ..masks import (MASK_KINDS, centre_eccentricity, consensus_rate, diameter, 
                      is_strongly_connected, make_mask)
 from ..plotting import axes, draw_mask
 from ..tokens import orthonormal_tokens
-from ._common import add_draws, figure, renamed, reused, show_draws, to_numpy
+from ._common import add_draws, figure, reused, show_draws, to_numpy
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class MaskData:
 
 
 def mask_data(kind="causal", *, T=10, window=2, beta=1.0, norm=None, values="orthogonal", depth=24, d=32,
-              s2=1.0, seeds=8, seed=0, device=None, temperature=None) -> MaskData:
+              s2=1.0, seeds=8, seed=0, device=None) -> MaskData:
     """mu(X_t) for ``seeds`` networks of masked query-key attention, and the mask's graph.
 
     Parameters
@@ -52,10 +52,7 @@ def mask_data(kind="causal", *, T=10, window=2, beta=1.0, norm=None, values="ort
     depth : int >= 0
     s2 : float >= 0
         Logit variance at beta = 1 for unit-norm tokens.
-    temperature : deprecated; ``beta = 1 / temperature``.
     """
-    if temperature is not None:
-        beta = 1.0 / _validate.real("temperature", renamed("temperature", "beta", temperature), positive=True)
     kind = _validate.choice("kind", kind, MASK_KINDS)
     window = _validate.integer("window", window, minimum=0)  # checked for every kind (the explorer's starting value)
     beta = _validate.real("beta", beta, positive=True)
@@ -67,7 +64,8 @@ def mask_data(kind="causal", *, T=10, window=2, beta=1.0, norm=None, values="ort
     traj = propagate(X0, depth, attention="qk", s2=s2, beta=beta, mask=mask, norm=norm, values=values,
                      value_var=1.0 / d, seed=seed + 1)
     cpu = mask.cpu()
-    graph = dict(strongly_connected=is_strongly_connected(cpu), quasi_strongly_connected=is_quasi_strongly_connected(cpu),
+    graph = dict(strongly_connected=is_strongly_connected(cpu),
+                 quasi_strongly_connected=is_quasi_strongly_connected(cpu),
                  diameter=diameter(cpu), centre_eccentricity=centre_eccentricity(cpu))
     return MaskData(
         params=dict(kind=kind, T=T, window=window if kind.startswith("sliding") else None, beta=beta,

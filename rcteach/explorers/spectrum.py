@@ -8,14 +8,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from .. import _validate, linalg, theory
 from ..attention import ACTIVATIONS, LN2, attention_map, random_attention
-from ..logits import random_qk_logits
+from ..device import make_generator, resolve
+from ..logits import qk_logits, qk_weights
 from ..metrics import spectrum
 from ..plotting import axes, circle, plot_spectrum
-from ._common import autoscale, figure, log_scale, renamed, reused, to_numpy
+from ..tokens import orthonormal_tokens
+from ._common import autoscale, figure, log_scale, reused, to_numpy
 
 ATTENTION = ("iid", "qk")  # the attention models: i.i.d. logits, or query-key logits on orthonormal tokens
 
@@ -40,7 +41,7 @@ class SpectrumData:
 
 
 def spectrum_data(T=256, s2=LN2, *, activation="softmax", bias=0.0, centred=False, attention="iid", d_qk=64, seed=0,
-                  device=None, model=None) -> SpectrumData:
+                  device=None) -> SpectrumData:
     """Spectrum of one T x T attention matrix and its predicted bulk circle and outlier.
 
     Parameters
@@ -62,7 +63,6 @@ def spectrum_data(T=256, s2=LN2, *, activation="softmax", bias=0.0, centred=Fals
         Query-key width (``attention="qk"`` only).
     seed : int
         Randomness: the same seed gives the same matrix.
-    model : deprecated name of ``attention``.
 
     Returns
     -------
@@ -72,8 +72,6 @@ def spectrum_data(T=256, s2=LN2, *, activation="softmax", bias=0.0, centred=Fals
     s2 = _validate.real("s2", s2, minimum=0.0)
     activation = _validate.choice("activation", activation, ACTIVATIONS)
     centred = _validate.flag("centred", centred)
-    if model is not None:
-        attention = renamed("model", "attention", model)
     attention = _validate.choice("attention", attention, ATTENTION)
     d_qk = _validate.integer("d_qk", d_qk, minimum=1)
     seed = _validate.seed(seed)
@@ -81,12 +79,15 @@ def spectrum_data(T=256, s2=LN2, *, activation="softmax", bias=0.0, centred=Fals
     if attention == "iid":
         A = random_attention(T, s2, activation=activation, bias=bias, centred=centred, seed=seed, device=device)
     else:
-        sigma = s2**0.25  # sigma_q^2 sigma_k^2 r^4 = s2 for unit tokens
-        logits = random_qk_logits(T, T, d_qk, token_norm_sq=1.0, sigma_q=sigma, sigma_k=sigma, seed=seed, device=device)
+        device, dtype = resolve(device, None)
+        gen = make_generator(seed, None, device)
+        X = orthonormal_tokens(T, T, generator=gen, device=device, dtype=dtype)  # unit-norm tokens
+        logits = qk_logits(X, *qk_weights(T, d_qk, s2, generator=gen, device=device, dtype=dtype))  # variance s2
         A = attention_map(logits, activation=activation, bias=bias, centred=centred)  # (T, T)
     radius = theory.map_bulk_radius(T, activation, s2, bias)
     return SpectrumData(
-        params=dict(T=T, s2=s2, activation=activation, bias=bias, centred=centred, attention=attention, d_qk=d_qk, seed=seed),
+        params=dict(T=T, s2=s2, activation=activation, bias=bias, centred=centred, attention=attention, d_qk=d_qk,
+                    seed=seed),
         eigenvalues=to_numpy(spectrum(A)),
         singular_values=to_numpy(linalg.svdvals(A)),
         predicted_radius=radius,
@@ -115,7 +116,8 @@ def spectrum_figure(data: SpectrumData, fig=None):
     p = data.params
     fig = reused(fig, "spectrum", _spectrum_layout)
     a = fig.rcteach_layout
-    name = ("A⊥" if p["centred"] else "A") + f" ({p['activation']}, {'i.i.d.' if p['attention'] == 'iid' else 'QKᵀ, d_qk=%d' % p['d_qk']})"
+    logits = "i.i.d." if p["attention"] == "iid" else f"QKᵀ, d_qk={p['d_qk']}"
+    name = ("A⊥" if p["centred"] else "A") + f" ({p['activation']}, {logits})"
     ev, r, z = data.eigenvalues, data.predicted_radius, data.predicted_outlier
     a["ax_e"].set_title(f"Eigenvalues of {name}, T={p['T']}, s²={p['s2']:.3g}")
     a["eigenvalues"].set_offsets(np.column_stack([ev.real, ev.imag]))

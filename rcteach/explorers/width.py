@@ -37,7 +37,8 @@ class WidthData:
     predicted_centred: np.ndarray
 
 
-def width_data(T_range=(16, 128), gamma=0.5, s2=LN2, *, gram=False, points=6, seeds=4, seed=0, device=None) -> WidthData:
+def width_data(T_range=(16, 128), gamma=0.5, s2=LN2, *, gram=False, points=6, seeds=4, seed=0,
+               device=None) -> WidthData:
     """Stable ranks of A X0 W_V and A_perp X0 W_V (i.i.d. model) at ``points`` values of T.
 
     Parameters

@@ -1,10 +1,14 @@
-"""Closed-form predictions, one function per formula, in one module per part of the book.
+"""Closed-form predictions, one function per formula, in one module per topic.
 
 Every prediction the book plots, the theory checks test and the explorers draw comes from here, as
 ``rcteach.theory.<name>`` (each module's names are re-exported).  Notation (see the book's
 introduction): T tokens, d width, gamma = T/d, logits i.i.d. N(m, s2), c = e^{s2} - 1 the squared
 coefficient of variation of e^g.  "Leading order" means the first term of the expansion in 1/T at
 fixed s2; finite-T corrections are O(sqrt(c/T)) relative.
+
+The modules follow the mathematics, not the book's parts: a topic serves every chapter that needs it
+(the spectra of softmax attention, for one, serve chapters 1-3 and the real models of chapter 12), and
+a chapter may draw on several topics.
 
 * :mod:`~rcteach.theory.spectra`: entries, norms, outlier and bulk of softmax attention (chapters 1-3, 12);
 * :mod:`~rcteach.theory.width`: the stable rank of one layer's output (chapters 4, 15) and of real models'
@@ -18,7 +22,6 @@ fixed s2; finite-T corrections are O(sqrt(c/T)) relative.
 
 from __future__ import annotations
 
-from .. import _deprecation
 from .depth import *  # noqa: F403
 from .depth import __all__ as _depth
 from .layernorm import *  # noqa: F403
@@ -34,5 +37,3 @@ from .width import __all__ as _width
 
 __all__ = [*_spectra, *_width, *_depth, *_maps, *_masks, *_layernorm]
 
-__getattr__ = _deprecation.moved_attributes(__name__, {"MAP_ACTIVATIONS": "rcteach.theory:ACTIVATIONS",
-                                                       "consensus_rate": "rcteach.masks:consensus_rate"})

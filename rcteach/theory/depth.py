@@ -1,6 +1,7 @@
 """Rank collapse in depth: per-layer factors of mu^2 and of the norm.
 
-Introduced in chapters "Rank collapse in depth" (book/05_depth.md) and "Norms and gradients" (book/06_norms_gradients.md).
+Introduced in chapters "Rank collapse in depth" (book/05_depth.md) and "Norms and gradients"
+(book/06_norms_gradients.md).
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from .. import _validate
 from .spectra import c, frobenius_sq_next_order  # noqa: F401 (c: main's newer closed forms here use it)
 from .spectra import leading_order_c
 
-__all__ = ["depth_mu_factor", "depth_mu_ratio", "skip_consensus_factor", "layer_gap_squared", "residual_moments", "norm_growth", "centred_depth_gram_stable_rank", "first_value_gradient_rms"]
+__all__ = ["depth_mu_factor", "depth_mu_ratio", "skip_consensus_factor", "layer_gap_squared", "residual_moments",
+           "norm_growth", "centred_depth_gram_stable_rank", "first_value_gradient_rms"]
 
 
 @_validate.finite_result
@@ -82,7 +84,8 @@ def layer_gap_squared(T, s2, skip=None) -> float:
     return (1.0 + skip) ** 2 / (1.0 + skip**2 * alpha)
 
 
-def residual_moments(T, s2, depth, *, skip, value_scale=1.0, mu2=None, consensus=1.0) -> tuple[list[float], list[float]]:
+def residual_moments(T, s2, depth, *, skip, value_scale=1.0, mu2=None,
+                     consensus=1.0) -> tuple[list[float], list[float]]:
     """Expected mu^2 and consensus part C = T ||xbar||^2, layers 0..depth, of the residual stack
     X' = X + a A X W_V with fresh i.i.d. softmax A and fresh Gaussian W_V, value_scale = sigma_V^2 d.
 

@@ -1,6 +1,8 @@
 """Spectra of softmax attention with i.i.d. logits: entries, norms, the outlier and the bulk.
 
-Introduced in chapters "Softmax attention at initialisation: the leading 1/T term" (book/01_leading_term.md), "The spectral gap" (book/02_spectral_gap.md), "Centred attention" (book/03_centred_attention.md) and "Real transformers at initialisation" (book/12_real_transformers.md).
+Introduced in chapters "Softmax attention at initialisation: the leading 1/T term" (book/01_leading_term.md), "The
+spectral gap" (book/02_spectral_gap.md), "Centred attention" (book/03_centred_attention.md) and "Real transformers at
+initialisation" (book/12_real_transformers.md).
 """
 
 from __future__ import annotations
@@ -9,7 +11,10 @@ import math
 
 from .. import _validate
 
-__all__ = ["LN2", "c", "entry_sd", "frobenius_sq", "top_singular_value", "top_singular_value_next_order", "bulk_radius", "frobenius_sq_next_order", "leading_term_residual", "eigenvalue_median_modulus", "QUARTER_CIRCLE_MEDIAN", "singular_value_edge", "singular_value_median", "logit_variance", "model_bulk_logit_variance", "differential_outlier", "differential_bulk_radius", "noniso_bulk_radius"]
+__all__ = ["LN2", "c", "entry_sd", "frobenius_sq", "top_singular_value", "top_singular_value_next_order", "bulk_radius",
+           "frobenius_sq_next_order", "leading_term_residual", "eigenvalue_median_modulus", "QUARTER_CIRCLE_MEDIAN",
+           "singular_value_edge", "singular_value_median", "logit_variance", "model_bulk_logit_variance",
+           "differential_outlier", "differential_bulk_radius", "noniso_bulk_radius"]
 
 
 LN2 = math.log(2.0)  # the logit variance of the Mind-the-Gap code: e^g then has variance 1 (c = 1)

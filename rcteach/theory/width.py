@@ -23,6 +23,11 @@ def width_stable_rank(s2) -> float:
 
     A X0 W = 1 (1^T X0 W / T) + A_perp X0 W: a rank-one spike of squared norm ~ sigma^2 d over
     a remainder of squared Frobenius norm ~ sigma^2 d c spread over ~T directions.
+
+    Examples
+    --------
+    >>> rcteach.theory.width_stable_rank(rcteach.LN2)  # c = e^{ln 2} - 1 = 1
+    2.0
     """
     return 1.0 + c(s2)
 

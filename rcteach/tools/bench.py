@@ -342,7 +342,8 @@ def format_rows(rows: list[dict]) -> str:
                          f"{r['batch']:>5} {r['bare_s']:>10.4f} {r['rcteach_s']:>12.4f} {r['ratio']:>6.2f} "
                          f"{_fmt(r.get('ratio_min', math.nan), '.2f'):>6} {_fmt(target or math.nan, '.2f'):>6} "
                          f"{_fmt(r.get('peak_mb_bare', math.nan), '.1f'):>12} "
-                         f"{_fmt(r.get('peak_mb_rcteach', math.nan), '.1f'):>12}" + ("  MISSED target" if missed(r) else ""))
+                         f"{_fmt(r.get('peak_mb_rcteach', math.nan), '.1f'):>12}"
+                         + ("  MISSED target" if missed(r) else ""))
         misses = sum(map(missed, kernel))
         with_target = sum(TARGETS.get(r["case"]) is not None for r in kernel)
         lines.append(f"{misses} of {with_target} ratios MISSED their target" if misses else
@@ -361,7 +362,8 @@ def format_rows(rows: list[dict]) -> str:
 
 
 FIELDS = ["section", "case", "T", "depth", "batch", "device", "dtype", "bare_s", "rcteach_s", "ratio", "ratio_min",
-          "target", "missed", "peak_mb_bare", "peak_mb_rcteach", "exponent_bare", "exponent_rcteach", "expected", "fit_in"]
+          "target", "missed", "peak_mb_bare", "peak_mb_rcteach", "exponent_bare", "exponent_rcteach", "expected",
+          "fit_in"]
 
 
 def write_csv(rows: list[dict], path) -> None:

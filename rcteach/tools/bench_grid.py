@@ -210,7 +210,8 @@ def grid_side_by_side(official=None, *, T=None, gamma=None, seeds=5, depth=10, p
     if official is not None:
         script = os.path.join(official, "stable_ranks.py")
         if not os.path.exists(script):
-            raise ValueError(f"official must be a checkout of the Mind-the-Gap code with stable_ranks.py, got {official}")
+            raise ValueError(f"official must be a checkout of the Mind-the-Gap code with stable_ranks.py, got "
+                             f"{official}")
     load_before = os.getloadavg()
     runs, theirs = [], None
     code = f"from rcteach.tools.bench_grid import _grid_child; _grid_child({gammas!r}, {Ts!r}, {seeds}, {depth})"
@@ -329,19 +330,20 @@ def format_grid(res: dict) -> str:
     lines = [f"authors' grid: 25 configurations x {len({p[0] for p in o['points']})} T x gamma, every layer "
              f"({res['values']} stable ranks per side), one core each (OMP_NUM_THREADS=1)"]
     if t is not None:
-        lines.append(f"  official code : {t['cpu_s']:7.1f} s CPU  {t['wall_s']:7.1f} s wall  peak {t['peak_mb']:6.0f} MB  "
-                     f"non-finite {t['nonfinite']} of {t['values']}")
+        lines.append(f"  official code : {t['cpu_s']:7.1f} s CPU  {t['wall_s']:7.1f} s wall  peak {t['peak_mb']:6.0f} "
+                     f"MB  non-finite {t['nonfinite']} of {t['values']}")
     else:
-        lines.append(f"  official code : {GRID_REFERENCE_S:7.1f} s (reference: issue 16, one core; pass --official PATH "
+        lines.append(f"  official code : {GRID_REFERENCE_S:7.1f} s (reference: issue 16, one core; pass --official "
+                     f"PATH "
                      "to time it here)")
     lines.append(f"  rcteach       : {o['cpu_s']:7.1f} s CPU  {o['wall_s']:7.1f} s wall  peak {o['peak_mb']:6.0f} MB  "
                  f"non-finite {o['nonfinite']}  (compute only {o['compute_s']:.1f} s CPU)")
     lines.append(f"  ratio         : {res['ratio_cpu']:.1f}x (CPU)  {res['ratio_wall']:.1f}x (wall)")
     lines.append(f"  rcteach cost  : time ~ T^{o['exponent_T']:.2f} d^{o['exponent_d']:.2f} over the grid points")
     f = res["floor"]
-    lines.append(f"  floor         : {f['import_s']:.1f} s starting Python and importing torch + {f['eig_s']:.1f} s of tridiagonal reductions "
-                 f"(one per stable rank) = {f['total_s']:.1f} s CPU: no computation with a dense eigensolver in one "
-                 f"torch process can beat {res['ratio_floor']:.1f}x")
+    lines.append(f"  floor         : {f['import_s']:.1f} s starting Python and importing torch + {f['eig_s']:.1f} s of "
+                 f"tridiagonal reductions (one per stable rank) = {f['total_s']:.1f} s CPU: no computation with a "
+                 f"dense eigensolver in one torch process can beat {res['ratio_floor']:.1f}x")
     lines.append(load_line(res["load_before"], res["load_after"]))
     if res.get("point") is not None:
         lines.append(format_point(res["point"]))

@@ -18,7 +18,7 @@ import traceback
 from dataclasses import dataclass
 
 from .. import __version__
-from ..checks import mutants_table, registry, results_table, run_check
+from ..checks import all_checks, mutants_table, results_table, run_check
 from ..checks.registry import Check
 from . import _args as arg
 from ._args import UsageError
@@ -50,7 +50,7 @@ def _run(name: str, mode: str, device: str):
     try:
         return run_check(name, mode, device=device)
     except Exception as err:  # a check that raises is reported, and the others still run
-        return CheckError(registry()[name], f"{type(err).__name__}: {err}")
+        return CheckError(all_checks()[name], f"{type(err).__name__}: {err}")
 
 
 def _strict(value):
@@ -91,9 +91,9 @@ def _text(results, mutants: bool) -> str:
 
 def _check(args) -> int:
     device = args.device or arg.checked_device()
-    names = [n for n in registry() if fnmatch.fnmatch(n, args.k)]
+    names = [n for n in all_checks() if fnmatch.fnmatch(n, args.k)]
     if not names:
-        raise UsageError(f"-k {args.k!r} matches no check; registered: {', '.join(registry())}")
+        raise UsageError(f"-k {args.k!r} matches no check; registered: {', '.join(all_checks())}")
     if not args.json:
         from tqdm.auto import tqdm
 
@@ -132,7 +132,8 @@ def _sweep(args) -> int:
         arg.checked_device(args.device)  # the points run on this machine
     start = time.perf_counter()
     try:
-        table = run_grid(args.out, args.configs, T=arg.distinct("--T", args.T), gamma=arg.distinct("--gamma", args.gamma),
+        table = run_grid(args.out, args.configs, T=arg.distinct("--T", args.T),
+                         gamma=arg.distinct("--gamma", args.gamma),
                          depth=args.depth, seeds=args.seeds, base_seed=args.base_seed, authors_skip=args.authors_skip,
                          dtype=args.dtype, device=args.device, executor=args.dask, force=args.force,
                          progress=not args.quiet)
@@ -163,20 +164,22 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--quick", dest="mode", action="store_const", const="quick", help="small settings (default)")
     mode.add_argument("--full", dest="mode", action="store_const", const="full", help="large settings")
     check.set_defaults(mode="quick", func=_check)
-    check.add_argument("--device", type=arg.device, default=None, help="torch device (default: $RCTEACH_DEVICE, else cuda if available, else cpu)")
+    check.add_argument("--device", type=arg.device, default=None,
+                       help="torch device (default: $RCTEACH_DEVICE, else cuda if available, else cpu)")
     check.add_argument("--json", action="store_true", help="print the results as JSON")
     check.add_argument("-k", default="*", metavar="GLOB", help="run only the checks whose name matches GLOB")
     check.add_argument("--mutants", action="store_true",
-                       help=("also test each check against its mutants (declared wrong predictions, and the prediction off by "
-                             "1.5 x resolves and by 5%%, generated) on every base seed; exit 1 if any survives or a "
-                             "check lacks a declared mutant within 2 x resolves on a side"))
+                       help=("also test each check against its mutants (declared wrong predictions, and the prediction "
+                             "off by 1.5 x resolves and by 5%%, generated) on every base seed; exit 1 if any survives "
+                             "or a check lacks a declared mutant within 2 x resolves on a side"))
 
     bench = sub.add_parser("bench", help="time rcteach against the bare torch kernels (see rcteach.tools.bench)")
     preset = bench.add_mutually_exclusive_group()
     preset.add_argument("--quick", action="store_true", help="small sizes (T <= 256), a few seconds")
     preset.add_argument("--gpu-suite", action="store_true",
                         help="CUDA, T up to 16384 within --budget seconds (scripts/gpu_benchmark.sh)")
-    bench.add_argument("--sizes", type=arg.token_count, nargs="+", default=None, help="values of T (default: the preset's)")
+    bench.add_argument("--sizes", type=arg.token_count, nargs="+", default=None,
+                       help="values of T (default: the preset's)")
     bench.add_argument("--depths", type=arg.positive_int, nargs="+", default=None, help="depths of the depth section")
     bench.add_argument("--batch", type=arg.positive_int, default=None, help="batch of independent matrices")
     bench.add_argument("--repeats", type=arg.positive_int, default=None, help="timed repeats (median reported)")
@@ -185,7 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="default: float64 on the CPU, float32 on CUDA")
     bench.add_argument("--budget", type=arg.positive_float, default=None,
                        help="seconds: skip sizes predicted to overrun (default: none; 360 with --gpu-suite)")
-    bench.add_argument("--csv", type=arg.file_in_existing_dir, default=None, help="also write every section to this CSV file")
+    bench.add_argument("--csv", type=arg.file_in_existing_dir, default=None,
+                       help="also write every section to this CSV file")
     bench.add_argument("--grid", action="store_true",
                        help="time the authors' 25-configuration grid (rcteach.grid), side by side with --official")
     bench.add_argument("--official", type=arg.existing_dir, default=None, metavar="PATH",
@@ -195,12 +199,16 @@ def build_parser() -> argparse.ArgumentParser:
                             "in fresh processes (--repeats pairs; target ratio <= 1.2)")
     bench.set_defaults(func=_bench)
 
-    sweep = sub.add_parser("sweep", help="run the authors' 25-configuration depth grid (rcteach.grid) into OUT/depth.csv")
+    sweep = sub.add_parser("sweep",
+                           help="run the authors' 25-configuration depth grid (rcteach.grid) into OUT/depth.csv")
     sweep.add_argument("out", type=arg.output_dir,
-                       help="folder for depth.csv, its settings depth.json and its store depth.points/ (rerun: resumes)")
+                       help="folder for depth.csv, its settings depth.json and its store depth.points/ "
+                            "(rerun: resumes)")
     sweep.add_argument("--configs", default="all", help="'all' (default) or NAME,NAME,... of rcteach.grid.CONFIGS")
-    sweep.add_argument("--T", type=arg.token_count, nargs="+", default=None, help="token counts (default 20 40 60 80 100 150)")
-    sweep.add_argument("--gamma", type=arg.ratio, nargs="+", default=None, help="T/d ratios in (0, 1] (default 1 0.5 0.2)")
+    sweep.add_argument("--T", type=arg.token_count, nargs="+", default=None,
+                       help="token counts (default 20 40 60 80 100 150)")
+    sweep.add_argument("--gamma", type=arg.ratio, nargs="+", default=None,
+                       help="T/d ratios in (0, 1] (default 1 0.5 0.2)")
     sweep.add_argument("--seeds", type=arg.positive_int, default=5, help="runs per point (default 5, as the authors)")
     sweep.add_argument("--depth", type=arg.positive_int, default=10, help="layers, every one recorded (default 10)")
     sweep.add_argument("--base-seed", type=arg.seed, default=0, help="another independent replicate of the grid")
@@ -216,7 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--quiet", action="store_true", help="no progress bar")
     sweep.set_defaults(func=_sweep)
 
-    from . import grading, notebooks, student  # assign, grade (need otter-grader); grading's sandbox loads only to grade
+    # assign, grade (need otter-grader); grading's sandbox loads only to grade
+    from . import grading, notebooks, student
 
     notebooks.add_subcommand(sub)
     student.add_subcommand(sub)

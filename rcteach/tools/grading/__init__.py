@@ -47,11 +47,16 @@ import sys
 import tempfile
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from ... import _extras, _files
 from . import answers, gradebook, gradescope, harness, submissions, verdict
 
-__all__ = ["ASSIGNMENTS_DIR", "masters", "assign", "assign_all", "question_points", "Assignment", "load", "run_solutions",
+if TYPE_CHECKING:  # the annotations name it; it is imported only to grade (_sandbox)
+    from . import sandbox
+
+__all__ = ["ASSIGNMENTS_DIR", "masters", "assign", "assign_all", "question_points", "Assignment", "load",
+           "run_solutions",
            "Asked", "draw_asks", "reference", "run_sandboxed", "grade", "grade_all"]
 
 #: The masters: shipped with an installed rcteach, the repository's ``assignments/`` in a checkout.
@@ -247,7 +252,8 @@ def load(autograder) -> Assignment:
 #: Starts :mod:`.harness` in the sandbox without running the package's ``__init__`` (which imports
 #: torch): the notebook imports what it needs.  ``argv[1]``: this package's folder.
 _HARNESS = ("import sys, types; pkg = types.ModuleType('_rcteach_grading'); pkg.__path__ = [sys.argv[1]]; "
-            "sys.modules[pkg.__name__] = pkg; from _rcteach_grading import harness; sys.exit(harness.main(sys.argv[2:]))")
+            "sys.modules[pkg.__name__] = pkg; from _rcteach_grading import harness; "
+            "sys.exit(harness.main(sys.argv[2:]))")
 
 
 def reference(namespace, ask):
@@ -291,7 +297,8 @@ def run_sandboxed(notebook: bytes, asks: dict, limits: sandbox.Limits, cell_time
     needs no answer key, no solutions)."""
     sandbox = _sandbox()
     with tempfile.TemporaryDirectory(prefix="rcteach-grade-") as tmp:
-        inputs = {"submission.ipynb": notebook, "asks.json": json.dumps({"questions": asks, "preload": PRELOAD}).encode()}
+        inputs = {"submission.ipynb": notebook,
+                  "asks.json": json.dumps({"questions": asks, "preload": PRELOAD}).encode()}
         for name, data in inputs.items():
             pathlib.Path(tmp, name).write_bytes(data)
             os.chmod(pathlib.Path(tmp, name), 0o644)
@@ -445,7 +452,8 @@ def _result(sub, assignment, marks, **fields) -> dict:
     return {"student": sub.student, "notebook": str(sub.path), "assignment": assignment.name,
             "score": sum(m.score for m in marks), "possible": float(sum(assignment.points.values())),
             "tests": [dataclasses.asdict(m) for m in marks], "graded": True, "notes": [], "limits_hit": [],
-            "error": None, "cell_errors": [], "output": "", "seconds": 0.0, "backend": None, "cpu_seconds_reported": None,
+            "error": None, "cell_errors": [], "output": "", "seconds": 0.0, "backend": None,
+            "cpu_seconds_reported": None,
             "seed": None, "asks_sha256": None, **fields}
 
 
@@ -466,14 +474,17 @@ def _judge(sub, assignment, asked: Asked, notebook: dict, out: sandbox.Outcome) 
                 return f"cell {e['cell']} raised {e['error']}" + (f" ({e['where']})" if e["where"] else "")
         return None
 
-    marks = [verdict.mark(q, p, asked.asks[q], got.get(q), asked.want[q], why_missing) for q, p in assignment.points.items()]
+    marks = [verdict.mark(q, p, asked.asks[q], got.get(q), asked.want[q], why_missing) for q,
+             p in assignment.points.items()]
     notes = (["stopped: " + "; ".join(out.limits_hit)] if out.limits_hit else []) + verdict.read_notes(out.answers)
     if (error := _failure(out)) is not None:
         notes.append(f"run failed: {error}")
     if (other := submissions.assignment_of(notebook)) not in (None, assignment.name):
-        notes.append(f"this notebook is assignment {other} (its metadata), not {assignment.name}: graded as {assignment.name}")
+        notes.append(f"this notebook is assignment {other} (its metadata), not {assignment.name}: graded as "
+                     f"{assignment.name}")
     return _result(sub, assignment, marks, notes=notes, limits_hit=out.limits_hit, error=error, cell_errors=cell_errors,
-                   output=out.output, seconds=out.seconds, backend=out.backend, cpu_seconds_reported=verdict.read_cpu_seconds(out.answers),
+                   output=out.output, seconds=out.seconds, backend=out.backend,
+                   cpu_seconds_reported=verdict.read_cpu_seconds(out.answers),
                    seed=asked.seed, asks_sha256=asked.digest)
 
 
@@ -486,4 +497,4 @@ def _failure(out) -> str | None:
     return f"exit status {out.returncode}: {last[0][:300]}"
 
 
-from .commands import add_subcommands  # noqa: E402  (the CLI glue uses the functions above)
+from .commands import add_subcommands  # noqa: E402, F401  (the CLI glue, re-exported; it uses the functions above)

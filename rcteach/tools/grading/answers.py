@@ -177,7 +177,8 @@ def evaluate(namespace: dict, ask: dict):
         if set(symbols) - {ask["symbol"]}:  # other symbols: no values (the symbols say what is wrong)
             return encode({"free_symbols": symbols, "values": []})
         symbol = next((s for s in obj.free_symbols if str(s) == ask["symbol"]), sp.Symbol(ask["symbol"]))
-        return encode({"free_symbols": symbols, "values": [complex(obj.subs(symbol, p).evalf()) for p in ask["points"]]})
+        return encode({"free_symbols": symbols,
+                       "values": [complex(obj.subs(symbol, p).evalf()) for p in ask["points"]]})
     raise ValueError(f"unknown ask kind {kind!r}")
 
 

@@ -85,7 +85,8 @@ def check_key(built: dict, *, progress=None) -> list[str]:
         json.loads(json.dumps(first.asks))
     except (ValueError, TypeError) as e:
         return [f"the answer key: {e}"]
-    problems = [] if first.digest != second.digest else ["the key asks about the same inputs whatever the seed (draw them from rng)"]
+    problems = [] if first.digest != second.digest else ["the key asks about the same inputs whatever the seed (draw "
+                                                         "them from rng)"]
     for question in assignment.points:
         if not assignment.wrong.get(question):
             say(f"{question}: no wrong answers declared in WRONG (none tried)")
@@ -132,7 +133,8 @@ def check_scores(built: dict, *, unsafe_no_sandbox=False, progress=None) -> list
 
 
 def _answer(env: dict, ask: dict):
-    """The answer of the namespace ``env`` to ``ask`` as the grader would decode it (an error as :class:`.verdict.Error`)."""
+    """The answer of the namespace ``env`` to ``ask`` as the grader would decode it (an error as
+    :class:`.verdict.Error`)."""
     try:
         return answers.decode(json.loads(json.dumps(answers.evaluate(env, ask))))
     except Exception as e:  # the wrong answer may raise: that is a rejection too

@@ -33,7 +33,8 @@ def _masters(args) -> list[pathlib.Path]:
     """The masters named on the command line (checked), else those under ``--source``."""
     grading = _grading()
     for master in map(pathlib.Path, args.masters):
-        if master.suffix != ".ipynb" or master.stem != master.parent.name or not (master.parent / grading.KEY).is_file():
+        named = master.suffix == ".ipynb" and master.stem == master.parent.name
+        if not named or not (master.parent / grading.KEY).is_file():
             raise UsageError(f"{master} is not a master notebook <name>/<name>.ipynb with {grading.KEY} next to it")
     found = [pathlib.Path(m) for m in args.masters] or grading.masters(args.source)
     if not found:
@@ -73,7 +74,8 @@ def _line(r: dict) -> str:
 
 
 def _main_grade(args) -> int:
-    """Grade each submission into the gradebook; one that cannot be graded is a row saying why, and the exit status is 1."""
+    """Grade each submission into the gradebook; one that cannot be graded is a row saying why, and the exit status
+    is 1."""
     from tqdm.auto import tqdm
 
     from . import gradebook, submissions
@@ -174,15 +176,18 @@ def add_subcommands(sub) -> None:
     g = sub.add_parser("grade", help="grade submissions, each in a fresh sandbox; the verdict is computed outside it")
     g.add_argument("submissions", type=arg.existing_path, nargs="+",
                    help="student notebooks (.ipynb), or folders of them (flat, per student, or nbgrader's submitted/)")
-    g.add_argument("-a", "--autograder", type=_autograder_arg, required=True, help="the autograder folder built by `assign`")
-    g.add_argument("--timeout", type=arg.positive_float, default=600, help="wall-clock (and CPU) limit per submission in seconds")
+    g.add_argument("-a", "--autograder", type=_autograder_arg, required=True,
+                   help="the autograder folder built by `assign`")
+    g.add_argument("--timeout", type=arg.positive_float, default=600,
+                   help="wall-clock (and CPU) limit per submission in seconds")
     g.add_argument("--cell-timeout", type=arg.positive_float, default=None,
                    help="soft limit per cell and per answer in seconds (default: --timeout)")
     g.add_argument("--backend", choices=grading.BACKENDS, default="auto",
                    help="bwrap (user namespaces), container (root in a fresh container: runs the submission as an "
                         "unprivileged user), or auto (bwrap where it works, else container as root)")
     g.add_argument("-o", "--output", default=None,
-                   help="gradebook folder: scores.csv (merged by student), canvas.csv, questions.csv, results/, feedback/")
+                   help="gradebook folder: scores.csv (merged by student), canvas.csv, questions.csv, results/, "
+                        "feedback/")
     at_once = g.add_mutually_exclusive_group()
     at_once.add_argument("-j", "--jobs", type=arg.positive_int, default=None,
                          help="submissions graded at once, each in its own sandbox (default: the number of cores)")
@@ -192,12 +197,16 @@ def add_subcommands(sub) -> None:
     g.add_argument("--replay", action="store_true",
                    help="ask each student the same inputs as in the gradebook's last grading (its seeds)")
     g.add_argument("--unsafe-no-sandbox", action="store_true",
-                   help="grade even where no bwrap sandbox works: a submission can then read the answers and change files")
+                   help="grade even where no bwrap sandbox works: a submission can then read the answers and change "
+                        "files")
     g.set_defaults(func=_main_grade)
-    z = sub.add_parser("gradescope", help="write a Gradescope autograder zip (setup.sh, run_autograder) for an assignment")
-    z.add_argument("-a", "--autograder", type=_autograder_arg, required=True, help="the autograder folder built by `assign`")
+    z = sub.add_parser("gradescope",
+                       help="write a Gradescope autograder zip (setup.sh, run_autograder) for an assignment")
+    z.add_argument("-a", "--autograder", type=_autograder_arg, required=True,
+                   help="the autograder folder built by `assign`")
     z.add_argument("-o", "--output", required=True, help="the zip to write")
-    z.add_argument("--timeout", type=arg.positive_float, default=600, help="wall-clock (and CPU) limit per submission in seconds")
+    z.add_argument("--timeout", type=arg.positive_float, default=600,
+                   help="wall-clock (and CPU) limit per submission in seconds")
     z.set_defaults(func=_main_gradescope)
     r = sub.add_parser("gradescope-run", help="(inside Gradescope's container) grade ROOT/submission into ROOT/results")
     r.add_argument("root", type=arg.existing_dir, help="the autograder root (/autograder on Gradescope)")

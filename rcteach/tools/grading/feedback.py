@@ -97,7 +97,8 @@ class Feedback:
     def lines(self) -> list[str]:
         out = []
         for question, failed in self.failures.items():
-            out.append(f"{question}: " + ("public tests passed" if not failed else f"{len(failed)} public test(s) failed"))
+            out.append(f"{question}: " + ("public tests passed" if not failed else f"{len(failed)} public test(s) "
+                                          f"failed"))
             out += [f"    - {message}" for message in failed]
         if len(self.failures) > 1:
             ok = sum(not failed for failed in self.failures.values())

@@ -86,7 +86,8 @@ class Gradebook:
                                      "move it away, or grade into another folder")
                 for row in reader:
                     if row["assignment"] != assignment:
-                        raise ValueError(f"{path} holds scores of assignment {row['assignment']!r}, not {assignment!r}: "
+                        raise ValueError(f"{path} holds scores of assignment {row['assignment']!r}, not "
+                                         f"{assignment!r}: "
                                          "grade into another folder")
                     self.rows[row["student"]] = row
 
@@ -102,7 +103,8 @@ class Gradebook:
         return int(value) if value.isdigit() else None
 
     def add(self, result: dict) -> None:
-        """Merge one result of :func:`rcteach.tools.grading.grade` in and write its JSON, its feedback and ``scores.csv``."""
+        """Merge one result of :func:`rcteach.tools.grading.grade` in and write its JSON, its feedback and
+        ``scores.csv``."""
         student = result["student"]
         name = file_name(student)
         for sub, text in (("results", json.dumps(result, indent=1) + "\n"), ("feedback", feedback_markdown(result))):
@@ -161,7 +163,8 @@ def feedback_markdown(result: dict) -> str:
         if t["feedback"]:
             lines += ["", f"## {t['name']} ({_number(t['score'])} / {_number(t['max_score'])})", ""]
             lines += [f"- {_md(line)}" for line in t["feedback"]]
-    notes = list(result["notes"]) + [f"cell {e['cell']} raised {e['error']}" + (f" ({e['where']})" if e["where"] else "")
+    notes = list(result["notes"]) + [f"cell {e['cell']} raised {e['error']}"
+                                     + (f" ({e['where']})" if e["where"] else "")
                                      for e in result.get("cell_errors", [])]
     if notes:
         lines += ["", "## Notes", ""] + [f"- {_md(n)}" for n in notes]

@@ -51,10 +51,12 @@ if [ -z "$PY" ]; then  # e.g. Ubuntu 22.04, whose python3 is 3.10
   apt-get install -y -qq --no-install-recommends python3.11
   PY=python3.11
 fi
-apt-get install -y -qq --no-install-recommends "$("$PY" -c 'import sys; print("python%d.%d-venv" % sys.version_info[:2])')" || true
+apt-get install -y -qq --no-install-recommends \
+  "$("$PY" -c 'import sys; print("python%d.%d-venv" % sys.version_info[:2])')" || true
 "$PY" -m venv /autograder/venv
 /autograder/venv/bin/pip install --quiet --upgrade pip
-/autograder/venv/bin/pip install --quiet --index-url @TORCH_INDEX@ "$(grep '^torch==' /autograder/source/requirements.txt)"
+/autograder/venv/bin/pip install --quiet --index-url @TORCH_INDEX@ \
+  "$(grep '^torch==' /autograder/source/requirements.txt)"
 /autograder/venv/bin/pip install --quiet -r /autograder/source/requirements.txt /autograder/source/@PROJECT@
 chmod -R go-rwx /autograder/source
 """

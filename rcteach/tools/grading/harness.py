@@ -38,7 +38,8 @@ from .answers import evaluate
 
 CHECK = re.compile(r"""^\s*grader\.check\(\s*["'](\w+)["']\s*\)\s*$""")
 #: A line that only sets up or calls otter (skipped when grading: the grader asks for the answers itself).
-OTTER_LINE = re.compile(r"""^(\s*)(import otter|from rcteach(\.\w+)* import Notebook|grader\s*=\s*(otter\.)?Notebook\(.*\)"""
+OTTER_LINE = re.compile(r"""^(\s*)(import otter|from rcteach(\.\w+)* import Notebook"""
+                        r"""|grader\s*=\s*(otter\.)?Notebook\(.*\)"""
                         r"""|grader\.(check|check_all|export)\(.*\))\s*(#.*)?$""")
 _BLANK = re.compile(r"^\s*(#.*)?$")
 
@@ -164,7 +165,8 @@ def _shell_class():
                 name = tb.tb_frame.f_code.co_filename
                 label = self.compile.format_code_name(name)
                 if label is not None:
-                    found = (int(label[1].strip("In[]")), tb.tb_lineno, linecache.getline(name, tb.tb_lineno).strip()[:200])
+                    source = linecache.getline(name, tb.tb_lineno).strip()[:200]
+                    found = (int(label[1].strip("In[]")), tb.tb_lineno, source)
                 tb = tb.tb_next
             if isinstance(error, SyntaxError) and found is None and error.lineno:
                 found = (self.execution_count, error.lineno, (error.text or "").strip()[:200])
@@ -223,7 +225,8 @@ def main(argv) -> int:
                 _alarm(0)
             error = result.error_before_exec or result.error_in_exec
             if error is not None:
-                _write(fd, {"cell_error": {"cell": number, "error": _one_line(error), "where": _place(shell.where(error))}})
+                where = _place(shell.where(error))
+                _write(fd, {"cell_error": {"cell": number, "error": _one_line(error), "where": where}})
             if stopped:
                 _write(fd, {"note": f"cell {number} was stopped at the per-cell time limit of {seconds:g} s"})
     signal.signal(signal.SIGALRM, on_alarm)

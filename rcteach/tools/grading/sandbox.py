@@ -146,9 +146,11 @@ def _bwrap_argv(read_only, packages, limits: Limits, scratch, fds: dict) -> list
     options = _bwrap_options(bwrap)
     tmp = ["--size", str(limits.scratch), "--tmpfs", "/tmp"] if "--size" in options else ["--bind", scratch, "/tmp"]
     argv = [bwrap, "--unshare-all", "--unshare-user", *(["--disable-userns"] if "--disable-userns" in options else []),
-            "--die-with-parent", "--new-session", "--as-pid-1", "--clearenv", "--cap-drop", "ALL", "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev",
+            "--die-with-parent", "--new-session", "--as-pid-1", "--clearenv", "--cap-drop", "ALL", "--ro-bind", "/usr",
+            "/usr", "--proc", "/proc", "--dev", "/dev",
             # bwrap covers these itself where it can; make sure (as root, kernel knobs are root-owned)
-            *[a for p in ("sys", "sysrq-trigger", "irq", "bus", "fs") for a in ("--ro-bind-try", f"/proc/{p}", f"/proc/{p}")],
+            *[a for p in ("sys", "sysrq-trigger", "irq", "bus", "fs")
+              for a in ("--ro-bind-try", f"/proc/{p}", f"/proc/{p}")],
             *tmp, "--chdir", "/tmp"]
     for link in ("bin", "sbin", "lib", "lib32", "lib64"):
         target = pathlib.Path("/", link)

@@ -45,7 +45,8 @@ REFUSED = {
                      "fsconfig", "fsmount", "fspick", "mount_setattr", "pivot_root", "chroot", "init_module",
                      "finit_module", "delete_module", "kexec_load", "kexec_file_load", "swapon", "swapoff", "reboot",
                      "acct", "quotactl", "syslog", "vhangup", "iopl", "ioperm", "uselib", "lookup_dcookie",
-                     "open_by_handle_at", "name_to_handle_at", "inotify_init", "inotify_init1", "fanotify_init"), ENOSYS),
+                     "open_by_handle_at", "name_to_handle_at", "inotify_init", "inotify_init1", "fanotify_init"),
+                     ENOSYS),
 }
 
 # System call numbers (x86_64: asm/unistd_64.h; aarch64: asm-generic/unistd.h, which has no fork,

@@ -31,7 +31,8 @@ import numpy as np
 
 from .answers import DecodeError, Other, decode, describe, printable
 
-__all__ = ["Error", "AnyOf", "read_answers", "read_cell_errors", "read_cpu_seconds", "read_notes", "same", "explain", "mark",
+__all__ = ["Error", "AnyOf", "read_answers", "read_cell_errors", "read_cpu_seconds", "read_notes", "same", "explain",
+           "mark",
            "Mark", "MAX_LINE"]
 
 MAX_LINE = 16 << 20  #: longest answer line read (bytes)
@@ -176,9 +177,11 @@ def same(got, want, rtol=1e-9, atol=0.0) -> bool:
     if want is None or isinstance(want, str):
         return type(got) is type(want) and got == want
     if isinstance(want, list):
-        return isinstance(got, list) and len(got) == len(want) and all(same(g, w, rtol, atol) for g, w in zip(got, want))
+        return (isinstance(got, list) and len(got) == len(want)
+                and all(same(g, w, rtol, atol) for g, w in zip(got, want)))
     if isinstance(want, dict):
-        return isinstance(got, dict) and got.keys() == want.keys() and all(same(got[k], want[k], rtol, atol) for k in want)
+        return isinstance(got,
+                          dict) and got.keys() == want.keys() and all(same(got[k], want[k], rtol, atol) for k in want)
     return False
 
 
@@ -225,7 +228,9 @@ def _brief(x) -> str:
 
 def _explain_numbers(g: np.ndarray, w: np.ndarray, rtol, atol) -> str:
     if (g.dtype.kind == "b") != (w.dtype.kind == "b"):
-        kinds = lambda a: "booleans" if a.dtype.kind == "b" else "numbers"
+        def kinds(a):
+            return "booleans" if a.dtype.kind == "b" else "numbers"
+
         return f"got {kinds(g)} ({_shape(g)}); expected {kinds(w)} ({_shape(w)})"
     gs, ws = np.squeeze(g), np.squeeze(w)
     if gs.shape != ws.shape:
@@ -262,7 +267,8 @@ def explain(got, want, rtol=1e-9, atol=0.0) -> str:
     if isinstance(want, dict) and isinstance(got, dict):
         missing, extra = sorted(want.keys() - got.keys()), sorted(got.keys() - want.keys())
         if missing or extra:
-            return "; ".join(([f"missing the keys {missing}"] if missing else []) + ([f"unexpected keys {extra}"] if extra else []))
+            return "; ".join(([f"missing the keys {missing}"] if missing else [])
+                             + ([f"unexpected keys {extra}"] if extra else []))
         key = next(k for k in want if not same(got[k], want[k], rtol, atol))
         return f"[{key!r}]: {explain(got[key], want[key], rtol, atol)}"
     return f"got {describe(got)}; expected {_brief(want)}"

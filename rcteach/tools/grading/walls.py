@@ -138,7 +138,8 @@ def main(argv) -> int:
         try:
             _become_sandbox(info_fd, release_fd, seccomp_fd, uid, gid, command)
         except BaseException as e:  # noqa: BLE001 - said on the run's output, which the grader reports
-            print(e.code if isinstance(e, SystemExit) else f"walls: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+            print(e.code if isinstance(e, SystemExit) else f"walls: {type(e).__name__}: {e}", file=sys.stderr,
+                  flush=True)
         os._exit(1)
     null = os.open(os.devnull, os.O_RDWR)  # hold none of the sandbox's pipes: their ends are its own
     for fd in (0, 1, 2):

@@ -1,50 +1,52 @@
+"""Tests of rcteach.wu_table: the LayerNorm table of Wu et al. (layernorm_runs, layernorm_table, format_table)."""
+
 import math
 
 import pytest
 import torch
 
 from rcteach import Trajectory
-from rcteach import wu_table as ln
+from rcteach import wu_table
 from rcteach.masks import MASK_KINDS
 
 
 def test_logit_s2():
-    assert ln.logit_s2(768, "layernorm") == pytest.approx(1 / (9 * 768**2))
-    assert ln.logit_s2(768, "rms") == pytest.approx(1 / 9)
+    assert wu_table.logit_s2(768, "layernorm") == pytest.approx(1 / (9 * 768**2))
+    assert wu_table.logit_s2(768, "rms") == pytest.approx(1 / 9)
 
 
 def test_table_shape_and_reproducible():
     kw = dict(T=8, d=16, seeds=2, layers=(0, 4), window=1)
-    rows = ln.layernorm_table(**kw, seed=0)
+    rows = wu_table.layernorm_table(**kw, seed=0)
     assert len(rows) == 8 and {r.mask for r in rows} == set(MASK_KINDS)
-    assert rows == ln.layernorm_table(**kw, seed=0)
+    assert rows == wu_table.layernorm_table(**kw, seed=0)
     assert all(0 <= r.relative <= 1 + 1e-12 for r in rows)
-    table = ln.format_table(rows, published=ln.PUBLISHED_TABLE)
+    table = wu_table.format_table(rows, published=wu_table.PUBLISHED_TABLE)
     assert "complete" in str(table) and "<th>complete</th>" in table._repr_html_()
 
 
 def test_errors():
     with pytest.raises(ValueError):
-        ln.layernorm_runs(T=8, d=8, depth=2, norm="bad")
+        wu_table.layernorm_runs(T=8, d=8, depth=2, norm="bad")
     with pytest.raises(ValueError):
-        ln.layernorm_table(T=8, d=8, seeds=1, layers=(0, 4), depth=2)
+        wu_table.layernorm_table(T=8, d=8, seeds=1, layers=(0, 4), depth=2)
     with pytest.raises(ValueError):
-        ln.layernorm_runs(T=8, d=8, depth=2, masks=("nope",))
+        wu_table.layernorm_runs(T=8, d=8, depth=2, masks=("nope",))
 
 
 def test_rho_from_mu0_round_trip():
-    rho = ln.rho_from_mu0(200.0, 128, 768)
+    rho = wu_table.rho_from_mu0(200.0, 128, 768)
     assert 768 * 127 * (1 - rho) == pytest.approx(200.0**2)
-    assert ln.rho_from_mu0(math.sqrt(768 * 127), 128, 768) == pytest.approx(0.0)
+    assert wu_table.rho_from_mu0(math.sqrt(768 * 127), 128, 768) == pytest.approx(0.0)
     with pytest.raises(ValueError, match="mu0"):
-        ln.rho_from_mu0(400.0, 128, 768)
+        wu_table.rho_from_mu0(400.0, 128, 768)
     with pytest.raises(ValueError, match="mu0"):
-        ln.rho_from_mu0(0.0, 128, 768)
+        wu_table.rho_from_mu0(0.0, 128, 768)
 
 
 def test_paper_setting_runs_and_mu0_matches():
-    setting = {**ln.PAPER_SETTING, "d": 16}
-    res = ln.layernorm_runs(seeds=64, depth=1, seed=0, masks=("complete",), **setting)
+    setting = {**wu_table.PAPER_SETTING, "d": 16}
+    res = wu_table.layernorm_runs(seeds=64, depth=1, seed=0, masks=("complete",), **setting)
     assert set(res) == {"complete"} and isinstance(res["complete"], Trajectory)
     mu0 = res["complete"].mu[0]
     expected = math.sqrt(16 * (setting["T"] - 1) * (1 - setting["rho"]))
@@ -64,19 +66,19 @@ def _fake_runs(values):
 def test_table_pattern():
     good = {"complete": [1.0, 1e-7, 1e-7], "causal": [1.0, 0.2, 0.3], "sliding": [1.0, 0.5, 0.4],
             "sliding-causal": [1.0, 0.6, 0.62]}
-    assert ln.table_pattern(_fake_runs(good), first=1) == (True, True, True, True)
+    assert wu_table.table_pattern(_fake_runs(good), first=1) == (True, True, True, True)
     bad = {**good, "causal": [1.0, 1e-7, 1e-7], "sliding-causal": [1.0, 0.6, 0.3]}
-    assert ln.table_pattern(_fake_runs(bad), first=1) == (True, False, True, False)
+    assert wu_table.table_pattern(_fake_runs(bad), first=1) == (True, False, True, False)
     with pytest.raises(ValueError, match="first"):
-        ln.table_pattern(_fake_runs(good), first=2)
+        wu_table.table_pattern(_fake_runs(good), first=2)
     with pytest.raises(ValueError, match="causal"):
-        ln.table_pattern(_fake_runs({"complete": [1.0, 1.0, 1.0]}))
+        wu_table.table_pattern(_fake_runs({"complete": [1.0, 1.0, 1.0]}))
 
 
 def test_format_table_scale():
-    rows = [ln.LNRow("causal", 0, 2.0, 0.5, 1.0)]
-    table = ln.format_table(rows, scale=3.0)
+    rows = [wu_table.LNRow("causal", 0, 2.0, 0.5, 1.0)]
+    table = wu_table.format_table(rows, scale=3.0)
     assert table.columns == ("layer", "causal") and table.rows == (("0", "6 (1.5)"),)
     assert "<td>6 (1.5)</td>" in table._repr_html_() and str(table).splitlines()[-1].split() == ["0", "6", "(1.5)"]
     with pytest.raises(ValueError, match="scale"):
-        ln.format_table(rows, scale=0.0)
+        wu_table.format_table(rows, scale=0.0)
