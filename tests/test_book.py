@@ -141,6 +141,7 @@ def test_pages_carry_no_state_of_widgets_they_do_not_show(built_book):
             assert "embed-amd.js" not in text, name
 
 
+@pytest.mark.book
 def test_pages_load_nothing_from_the_network(built_book):
     """Every <script src> and <link href> of every page is a file of the book itself."""
     html = _built(built_book)

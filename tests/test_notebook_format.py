@@ -97,7 +97,7 @@ def test_kernels_draw_retina_figures():
     shown = figure.metadata["image/png"]["width"]
     png = base64.b64decode(figure.data["image/png"])
     width = int.from_bytes(png[16:20], "big")  # the IHDR chunk
-    assert width == 2 * shown
+    assert width // 2 == shown  # IPython's retina figures: shown at half the pixel width (odd widths round down)
 
 
 def test_a_chapter_as_a_notebook_links_the_other_chapters_notebooks():
