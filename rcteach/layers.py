@@ -140,6 +140,7 @@ def check_logit_bias(bias, X=None, *, x_name="X") -> torch.Tensor:
         raise ValueError("logit_bias must be finite (use a mask to forbid pairs)")
     if X is None:
         return bias
+    X = _validate.matrix(x_name, X, finite=False)
     if bias.shape[-1] != X.shape[-2]:
         raise ValueError(f"logit_bias must be {X.shape[-2]} x {X.shape[-2]} to match the tokens, got "
                          f"{tuple(bias.shape)}")
@@ -147,6 +148,25 @@ def check_logit_bias(bias, X=None, *, x_name="X") -> torch.Tensor:
         raise ValueError(f"logit_bias's batch shape {tuple(bias.shape[:-2])} must broadcast to {x_name}'s "
                          f"{tuple(X.shape[:-2])}, not enlarge it")
     return bias.to(device=X.device, dtype=X.dtype)
+
+
+def _check_config(config) -> LayerConfig:
+    """``config``, checked to be a :class:`LayerConfig`."""
+    if not isinstance(config, LayerConfig):
+        raise TypeError(f"config must be a rcteach.LayerConfig, got {type(config).__name__}")
+    return config
+
+
+def _check_draw(config, X, generator, weights, weights_name) -> None:
+    """The arguments of :func:`draw_weights` and :func:`draw_keep`: a config, tokens X (*batch, T, d) (their shape,
+    device and dtype), a ``torch.Generator`` on X's device, and a :class:`LayerWeights`."""
+    _check_config(config)
+    X = _validate.matrix("X", X, finite=False)
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+    make_generator(None, generator, X.device)  # on X's device
+    if not isinstance(weights, LayerWeights):
+        raise TypeError(f"{weights_name} must be a rcteach.layers.LayerWeights, got {type(weights).__name__}")
 
 
 def _check_given(w: LayerWeights, config: LayerConfig, X) -> LayerWeights:
@@ -182,6 +202,7 @@ def draw_weights(config: LayerConfig, X, generator, *, given: LayerWeights = Lay
     Order: logits ("iid") or W_Q then W_K ("qk"), then W_V; no dropout mask (:func:`draw_keep`).
     Only X's shape, device and dtype are used.
     """
+    _check_draw(config, X, generator, given, "given")
     *b, T, d = X.shape
     kw = dict(generator=generator, device=X.device, dtype=X.dtype)
     logits, W_Q, W_K, W_V = given.logits, given.W_Q, given.W_K, given.W_V
@@ -199,6 +220,7 @@ def draw_weights(config: LayerConfig, X, generator, *, given: LayerWeights = Lay
 
 def draw_keep(config: LayerConfig, X, generator, weights: LayerWeights) -> LayerWeights:
     """``weights`` with a fresh dropout keep mask (*batch, T, T) ~ Bernoulli(1 - p); unchanged when p = 0."""
+    _check_draw(config, X, generator, weights, "weights")
     if config.dropout == 0.0:
         return weights
     *b, T, _ = X.shape
@@ -209,6 +231,8 @@ def draw_keep(config: LayerConfig, X, generator, weights: LayerWeights) -> Layer
 def on_tokens(config: LayerConfig, X, *, x_name="X") -> LayerConfig:
     """``config`` with its mask and logit bias validated against the tokens X (*batch, T, d) and moved to X's
     device (the bias also to X's dtype)."""
+    _check_config(config)
+    X = _validate.matrix(x_name, X, finite=False)
     if config.mask is not None:
         config = replace(config, mask=check_batch_mask(config.mask, X, x_name=x_name))
     if config.logit_bias is not None:
@@ -225,8 +249,6 @@ def layer(X, config: LayerConfig, *, weights: LayerWeights | None = None, genera
     generator in the same state.  The mask moves to X's device.
     """
     X = _validate.matrix("X", X, min_rows=2)
-    if not isinstance(config, LayerConfig):
-        raise TypeError(f"config must be a rcteach.LayerConfig, got {type(config).__name__}")
     config = on_tokens(config, X)
     if weights is None:
         weights = LayerWeights()

@@ -44,7 +44,7 @@ from rcteach import (
 )
 from rcteach._validate import LOG_FLOAT_MAX
 from rcteach.device import DEVICE_ENV
-from rcteach.layers import LayerConfig, LayerWeights
+from rcteach.layers import LayerConfig, LayerWeights, check_logit_bias, draw_keep, draw_weights, on_tokens
 from rcteach.attention import noniso_attention
 from rcteach.logits import leading_term, qk_logits, random_qk_logits, random_logits
 from rcteach.sphere import sphere_flow, tail_rate
@@ -231,6 +231,10 @@ EXPLORER_BAD = dict(
               depth=bad_int(minimum=0), d=bad_int(minimum=1), seeds=bad_int(minimum=1), seed=BAD_SEED),
 )
 
+LAYER_CONFIG = st.sampled_from([None, "qk", {"attention": "qk"}])
+LAYER_TOKENS = st.sampled_from(["X", None, [[1.0] * D] * T, torch.ones(T, dtype=F64),
+                                torch.ones(T, D, dtype=torch.int64), torch.ones(T, D, dtype=F64).to_sparse()])
+
 CASES = [
     # tokens, logits, attention
     Case("orthonormal_tokens", rc.orthonormal_tokens, lambda: dict(T=3, d=4),
@@ -344,6 +348,23 @@ CASES = [
                                        LayerWeights(keep=torch.ones(T, T, dtype=F64)),
                                        LayerWeights(W_V=torch.ones(3, D, D, dtype=F64)),
                                        LayerWeights(W_V=torch.full((D, D), math.nan, dtype=F64))]))),
+    # the layer's building blocks (only X's shape, device and dtype are used: NaN tokens are not theirs to reject)
+    Case("check_logit_bias", lambda logit_bias, X: check_logit_bias(logit_bias, X),
+         lambda: dict(logit_bias=torch.zeros(T, T, dtype=F64), X=X_()),
+         dict(logit_bias=st.sampled_from(["b", torch.zeros(T, T, dtype=torch.int64), torch.zeros(T, T + 1, dtype=F64),
+                                         torch.zeros(T + 1, T + 1, dtype=F64),
+                                         torch.full((T, T), math.nan, dtype=F64)]),
+              X=LAYER_TOKENS.filter(lambda X: X is not None))),  # None: no tokens to match (the default)
+    Case("draw_weights", lambda config, X, generator, given: draw_weights(config, X, generator, given=given),
+         lambda: dict(config=LayerConfig(attention="qk"), X=X_(), generator=torch.Generator(), given=LayerWeights()),
+         dict(config=LAYER_CONFIG, X=LAYER_TOKENS, generator=st.one_of(BAD_GENERATOR, st.none()),
+              given=st.sampled_from([None, {}, "w"]))),
+    Case("draw_keep", draw_keep,
+         lambda: dict(config=LayerConfig(dropout=0.5), X=X_(), generator=torch.Generator(), weights=LayerWeights()),
+         dict(config=LAYER_CONFIG, X=LAYER_TOKENS, generator=st.one_of(BAD_GENERATOR, st.none()),
+              weights=st.sampled_from([None, {}, "w"]))),
+    Case("on_tokens", on_tokens, lambda: dict(config=LayerConfig(mask=rc.make_mask("causal", T)), X=X_()),
+         dict(config=LAYER_CONFIG, X=LAYER_TOKENS)),
     Case("propagate", rc.propagate, lambda: dict(X0=X_(2), depth=2, seed=0),
          dict(X0=bad_matrix(T, D, extra=[torch.ones(1, D, dtype=F64)]), depth=bad_int(minimum=0), shared=BAD_FLAG,
               keep_states=BAD_FLAG, stable_ranks=BAD_FLAG, seed=BAD_SEED, device=BAD_DEVICE, dtype=BAD_DTYPE,
