@@ -1,7 +1,8 @@
 # Two commands for a fresh machine (Python 3.11+):
 #   make book   set up .venv, build the executed book from a clean tree -> _build/html/index.html
 #   make test   set up .venv, lint (ruff), run the whole test suite (unit tests, docstring examples,
-#               every chapter under nbval, the book build with warnings as errors)
+#               the book build, which executes every chapter, with warnings as errors)
+#   make chapters  every chapter under nbval, one test per chapter
 #   make vendor  (run by `make book` and the book test) fetch MathJax 3, RequireJS and the widget
 #               embedder from the npm registry into vendor/ (git-ignored): the built HTML serves
 #               them itself, so it works with no network.  Needs npm (from the system package
@@ -17,7 +18,7 @@ JOBS   ?= 2
 VENDOR       := vendor
 NPM_PACKAGES := mathjax@3.2.2 requirejs@2.3.8 @jupyter-widgets/html-manager@1.0.15
 
-.PHONY: setup setup-assign setup-cluster vendor book test check bench clean assignments
+.PHONY: setup setup-assign setup-cluster vendor book test chapters check bench clean assignments
 
 setup: $(VENV)/.installed $(VENV)/.configured
 
@@ -94,9 +95,15 @@ book: vendor setup
 # First the linter (ruff, < 1 s; pyproject.toml: [tool.ruff]), then the tests.  Each of the $(JOBS)
 # workers (and the kernels it starts) gets one BLAS/OpenMP thread: with more, dense eigensolvers on
 # 2 cores slow down many times over.
+# The chapters run once, in the book build (execution with raise_on_error: a cell that fails fails
+# the build, naming its chapter); `make chapters` runs them one by one under nbval instead.
 test: setup setup-assign setup-cluster
 	$(VENV)/bin/ruff check rcteach tests
-	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) --dist loadscope --nbval-lax -p no:cacheprovider
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) --dist loadscope -p no:cacheprovider
+
+# Every chapter under nbval, each a test of its own (cells assert what they compute).
+chapters: setup
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) --nbval-lax -p no:cacheprovider book
 
 check: setup
 	$(PY) -m rcteach check

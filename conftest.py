@@ -136,6 +136,9 @@ def pytest_collect_file(file_path, parent):
 
 
 def pytest_collection_modifyitems(config, items):
+    # The book build is the longest single test (every chapter executed): its module goes first, so
+    # that with ``-n 2 --dist loadscope`` one worker builds the book while the other runs the rest.
+    items.sort(key=lambda item: item.get_closest_marker("book") is None)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device")
