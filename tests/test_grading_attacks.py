@@ -557,9 +557,14 @@ def _like_a_container(paths) -> str:
     autograder container: each top-level folder holding one of ``paths`` (the Python installation,
     the environment, the package, the test's folder), the home folders and ``/tmp`` are covered by
     a tmpfs holding only those paths, so the sandbox user finds what a container has (rcteach
-    installed, not its repository: no master notebooks, no other checkouts, no one else's files)."""
+    installed, not its repository: no master notebooks, no other checkouts, no one else's files); so is
+    every other top-level folder that is not the system's own."""
     targets = [pathlib.Path(os.path.realpath(p)) for p in paths]
+    system = {"bin", "boot", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "run", "sbin", "sys", "usr",
+              "var"}
+    others = {p for p in pathlib.Path("/").iterdir() if p.name not in system}  # checkouts, data, /opt, /srv ...
     tops = {pathlib.Path("/", t.parts[1]) for t in targets} | {pathlib.Path(p) for p in ("/root", "/home", "/tmp")}
+    tops |= others
     lines = ["set -e"]
     for top in sorted(tops):
         if top.is_symlink() or not top.is_dir() or top == pathlib.Path("/usr"):
