@@ -42,7 +42,8 @@ def time_varying_mask_rate(*, sizes_a, sizes_b, periods, seed=100, device=None) 
     masks = [block_mask(sizes_a), block_mask(sizes_b)]
     T = sum(sizes_a)
     X0 = orthonormal_tokens(T, T, batch=2, seed=seed, device=device, dtype=torch.float64)
-    tr = propagate(X0, 2 * periods + 1, masks=masks, beta=0.0, values="orthogonal", seed=seed + 1)
+    tr = propagate(X0, 2 * periods + 1, masks=masks, beta=0.0, values="orthogonal", seed=seed + 1,
+                   stable_ranks=False)
     per_period = (tr.mu[3::2] / tr.mu[1:-2:2]).max().item()  # after layer 1, layer 3, ...: each period's factor
     prediction = theory.alternating_blocks_rate(sizes_a, sizes_b)
     return Comparison(prediction=torch.tensor([prediction, prediction], dtype=torch.float64),
@@ -74,7 +75,8 @@ def skip_mask_rate(*, T, d, seeds, seed=110, device=None) -> Comparison:
     measured, prediction = [], []
     for kind, a, (start, stop) in SKIP_ROWS:
         mask = make_mask(kind, T)
-        tr = propagate(X0, stop, mask=mask, beta=0.0, values="identity", norm="rms", skip=a, seed=seed + 1)
+        tr = propagate(X0, stop, mask=mask, beta=0.0, values="identity", norm="rms", skip=a, seed=seed + 1,
+                       stable_ranks=False)
         measured.append(_late_rate(tr.relative_mu, start, stop))
         prediction.append(consensus_rate(mask, skip=a))
     as_t = lambda v: torch.tensor(v, dtype=torch.float64)  # noqa: E731
@@ -99,7 +101,8 @@ def skip_mask_rate(*, T, d, seeds, seed=110, device=None) -> Comparison:
 )
 def preln_keeps_centred_part(*, T, d, seeds, depth, seed=120, device=None) -> Comparison:
     X0 = orthonormal_tokens(T, d, batch=seeds, seed=seed, device=device, dtype=torch.float64)
-    tr = propagate(X0, depth, beta=0.0, values="orthogonal", norm="rms", skip=1.0, norm_position="pre", seed=seed + 1)
+    tr = propagate(X0, depth, beta=0.0, values="orthogonal", norm="rms", skip=1.0, norm_position="pre", seed=seed + 1,
+                   stable_ranks=False)
     drift = ((tr.mu / tr.mu[0]) - 1).abs().max().item()
     mean0 = X0.mean(-2).norm(dim=-1)  # |xbar_0|, (seeds,)
     t = torch.arange(depth + 1, dtype=torch.float64)[:, None]
@@ -146,12 +149,14 @@ def sink_centre(*, T, window) -> Comparison:
 )
 def mu_without_alignment(*, T, d, seeds, depth, s2=LN2, seed=130, device=None) -> Comparison:
     X0 = orthonormal_tokens(T, d, batch=seeds, seed=seed, device=device, dtype=torch.float64)
-    X = propagate(X0, depth, centred=True, values="identity", s2=s2, seed=seed + 1, keep_states=True).states[-1]
+    X = propagate(X0, depth, centred=True, values="identity", s2=s2, seed=seed + 1, keep_states=True,
+                  stable_ranks=False).states[-1]
     norms2 = X.square().sum(-1)  # (seeds, T)
     off = X.sum(-2).square().sum(-1) - norms2.sum(-1)  # sum_{i != j} x_i . x_j
     weighted = off / ((T - 1) * norms2.sum(-1))
     mean, se = mean_se(weighted)
-    Z = propagate(X0, depth, norm="rms", values="orthogonal", s2=s2, seed=seed + 1, keep_states=True).states[1:]
+    Z = propagate(X0, depth, norm="rms", values="orthogonal", s2=s2, seed=seed + 1, keep_states=True,
+                  stable_ranks=False).states[1:]
     unit = Z / Z.norm(dim=-1, keepdim=True)
     mean_cos = (unit @ unit.transpose(-1, -2)).mean((-2, -1))  # over all pairs (i, j), diagonal included
     mu2 = (Z - Z.mean(-2, keepdim=True)).square().sum((-2, -1))

@@ -193,14 +193,14 @@ class CheckResult:
         """"PASS", "FAIL", or "SKIPPED" (not run: see ``skipped``); only FAIL fails a run."""
         return "SKIPPED" if self.skipped is not None else "PASS" if self.passed else "FAIL"
 
-    @property
+    @functools.cached_property
     def resolves(self) -> float | None:
         """The worst (largest) :attr:`Comparison.resolves` over the seeds: the smallest relative error
         of the prediction rejected on every seed (``None`` when it has no meaning, see there)."""
         values = [c.resolves for c in self.comparisons]
         return None if not values or any(v is None for v in values) else max(values)
 
-    @property
+    @functools.cached_property
     def _worst(self) -> int:
         """Index of the seed shown: the first that fails, else the one with the largest resolves."""
         failing = [i for i, c in enumerate(self.comparisons) if not c.passed]
