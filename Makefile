@@ -89,7 +89,7 @@ $(VENDOR)/.installed: Makefile
 
 book: vendor setup
 	rm -rf _build
-	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(VENV)/bin/jupyter-book build . --all --warningiserror --keep-going
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) scripts/build_book.py . --all --warningiserror --keep-going
 	@echo "Book built: open _build/html/index.html"
 
 # First the linter (ruff, < 1 s; pyproject.toml: [tool.ruff]), then the tests.  Each of the $(JOBS)
@@ -99,7 +99,7 @@ book: vendor setup
 # the build, naming its chapter); `make chapters` runs them one by one under nbval instead.
 test: setup setup-assign setup-cluster
 	$(VENV)/bin/ruff check rcteach tests
-	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) --dist loadscope -p no:cacheprovider
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) --dist loadscope -p no:cacheprovider --durations=30
 
 # Every chapter under nbval, each a test of its own (cells assert what they compute).
 chapters: setup
