@@ -266,8 +266,9 @@ def test_book_and_explorer_pages_within_their_size_budget(built_book):
 @pytest.mark.book
 @needs_browser
 def test_download_menu_and_collapsed_solutions_in_a_browser(built_book):
-    """On every chapter page: the download menu, opened, offers ``.ipynb``; every solution cell is
-    one closed toggle holding its code and its outputs (nothing of it shows under the exercise)."""
+    """On every chapter page: the download menu, opened, offers ``.ipynb``; every solution cell has
+    its code in a closed toggle and its output in one closed ``details.rcteach-solution``
+    (``rcteach.solution()``, as in JupyterLab): nothing of the answer shows under the exercise."""
     from playwright.sync_api import sync_playwright
 
     html = _built(built_book)
@@ -283,13 +284,16 @@ def test_download_menu_and_collapsed_solutions_in_a_browser(built_book):
                 problems.append(f"{name}: no visible .ipynb in the download menu")
             cells = page.evaluate(
                 "Array.from(document.querySelectorAll('.cell.tag_solution')).map(c => {"
-                " const d = c.querySelector(':scope > details.hide');"
-                " return {toggle: !!d, open: !!(d && d.open), outputs: c.querySelectorAll('.cell_output').length,"
-                " inside: d ? d.querySelectorAll('.cell_output').length : 0,"
-                " shown: Array.from(c.querySelectorAll('.cell_output, .cell_input')).some(e => e.checkVisibility())}; "
-                "})")
+                " const d = c.querySelector(':scope > details.hide'), o = c.querySelector('.cell_output');"
+                " const answers = o ? o.querySelectorAll(':scope .output details.rcteach-solution') : [];"
+                " return {toggle: !!(d && d.querySelector('.cell_input')), open: !!(d && d.open),"
+                " outputs: o ? o.querySelectorAll(':scope > .output').length : 0, answers: answers.length,"
+                " closed: Array.from(answers).every(a => !a.open),"
+                " shown: Array.from(c.querySelectorAll('.cell_input, .rcteach-solution-body'))"
+                ".some(e => e.checkVisibility())}; })")
             for i, cell in enumerate(cells):
-                if not cell["toggle"] or cell["open"] or cell["outputs"] != cell["inside"] or cell["shown"]:
+                if (not cell["toggle"] or cell["open"] or cell["outputs"] != 1 or cell["answers"] != 1
+                        or not cell["closed"] or cell["shown"]):
                     problems.append(f"{name}: solution cell {i} not collapsed with its outputs: {cell}")
         browser.close()
     assert not problems, "\n".join(problems)
