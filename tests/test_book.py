@@ -228,6 +228,7 @@ def test_every_chapter_offers_a_clean_notebook_download(built_book):
     import nbformat
 
     from rcteach.tools.notebooks import CHAPTER_LINK as CHAPTER_LINK_MD
+    from rcteach.tools.notebooks import kernel_language_info
 
     html = _built(built_book)
     for name in toc_files():
@@ -245,6 +246,39 @@ def test_every_chapter_offers_a_clean_notebook_download(built_book):
             assert download.with_name(target).is_file(), f"{name}: its download links {target}, not there"
         assert all(not c.get("outputs") for c in notebook.cells if c.cell_type == "code"), f"{name}: outputs"
         assert notebook.metadata["kernelspec"]["name"] == "python3" and "jupytext" not in notebook.metadata
+        assert notebook.metadata["language_info"] == kernel_language_info(), name  # what JupyterLab would add
+
+
+def chapter_title(name: str) -> str:
+    return re.search(r"^# (.+)$", (ROOT / f"{name}.md").read_text(encoding="utf-8"), re.M).group(1)
+
+
+@pytest.mark.book
+@needs_browser
+def test_the_whole_book_prints_to_one_pdf(built_book):
+    """``scripts/book_pdf.py`` (``make pdf``) on the book's build: the singlehtml page executes no
+    chapter again (the script checks the log), no code block or output is cut at the page edge
+    (the script checks the printed layout), and the PDF holds every chapter (its title in the
+    contents and as a heading), at least one image per figure of the HTML pages, and a sane
+    number of pages."""
+    import pypdf
+
+    html = _built(built_book)
+    out = html.parent.parent
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "book_pdf.py"), "--path-output", str(out)],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    reader = pypdf.PdfReader(out / "_build" / "pdf" / "book.pdf")
+    text = re.sub(r"\s+", "", "".join(page.extract_text() for page in reader.pages))
+    root, *chapters = toc_files()
+    missing = [chapter_title(name) for name in chapters  # once in the contents, once as the chapter's heading
+               if text.count(re.sub(r"\s+", "", chapter_title(name))) < 2]
+    assert chapter_title(root).replace(" ", "") in text and not missing, f"chapters missing from the PDF: {missing}"
+    figures = sum(len(re.findall(r'<img [^>]*src="[./]*_images/', (html / f"{name}.html").read_text(encoding="utf-8")))
+                  for name in toc_files())
+    images = sum(len(page.images) for page in reader.pages)
+    assert images >= figures, f"{images} images in the PDF, {figures} figures in the HTML pages"
+    assert 10 * len(toc_files()) <= len(reader.pages) <= 40 * len(toc_files()), f"{len(reader.pages)} pages"
 
 
 MB = 1e6
