@@ -66,7 +66,7 @@ def print_pdf(page_file: Path, pdf: Path) -> list[str]:
         page = browser.new_page()
         page.goto(page_file.as_uri(), wait_until="load", timeout=300000)
         if page.locator(".math").count():
-            page.wait_for_function("window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=120000)
+            page.wait_for_function("window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=600000)
             page.evaluate("MathJax.startup.promise")
         page.evaluate("document.querySelectorAll('details').forEach(d => { d.open = true; })")
         page.emulate_media(media="print")

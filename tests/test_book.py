@@ -278,7 +278,7 @@ def test_the_whole_book_prints_to_one_pdf(built_book):
                   for name in toc_files())
     images = sum(len(page.images) for page in reader.pages)
     assert images >= figures, f"{images} images in the PDF, {figures} figures in the HTML pages"
-    assert 10 * len(toc_files()) <= len(reader.pages) <= 40 * len(toc_files()), f"{len(reader.pages)} pages"
+    assert 5 * len(toc_files()) <= len(reader.pages) <= 40 * len(toc_files()), f"{len(reader.pages)} pages"
 
 
 MB = 1e6
