@@ -223,7 +223,7 @@ def test_a_chapter_opens_as_a_notebook_with_solutions_collapsed_runs_and_saves_u
         assert ok and not errors, f"Run All failed: {errors}"
         answers = page.evaluate(f"{_CURRENT}.content.widgets.filter(c => (c.model.getMetadata('tags') || [])"
                                 ".includes('solution')).map(c => c.model.toJSON().outputs.map(o =>"
-                                " String((o.data || {})['text/html'] || o.output_type).slice(0, 32)))")
+                                " String((o.data || {})['text/html'] || o.output_type).slice(0, 33)))")
         assert answers == [['<details class="rcteach-solution"']] * n_solution_cells, (
             f"solution outputs not one closed toggle each (rcteach.solution()): {answers}")
         page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
