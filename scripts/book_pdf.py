@@ -1,6 +1,6 @@
 """The whole book as one PDF, from the HTML build's executed chapters (nothing runs a second time).
 
-Run after the HTML build (``make book``, or ``jupyter-book build . --path-output OUT``):
+Run after the HTML build (``make book``, or ``scripts/build_book.py . --path-output OUT``):
 
     .venv/bin/python scripts/book_pdf.py [--path-output OUT] [--toc _toc.yml]
 
@@ -36,9 +36,8 @@ CUT_BLOCKS = ("Array.from(document.querySelectorAll('pre, .cell_output .output')
 
 def build_single_page(path_output: Path, toc: str | None = None) -> Path:
     """Run the ``singlehtml`` builder on the existing build in ``path_output``; the page it wrote."""
-    jupyter_book = Path(sys.executable).with_name("jupyter-book")
-    cmd = [str(jupyter_book), "build", str(ROOT), "--builder", "singlehtml",
-           "--path-output", str(path_output)]  # warnings: the HTML build fails on them
+    cmd = [sys.executable, str(ROOT / "scripts" / "build_book.py"), str(ROOT), "--builder", "singlehtml",
+           "--path-output", str(path_output)]  # as the HTML build (make book); warnings: it fails on them
     if toc is not None:  # exactly as the HTML build had it: a changed path would be a changed config
         cmd += ["--toc", str(toc)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
