@@ -2,6 +2,7 @@
 #   make book   set up .venv, build the executed book from a clean tree -> _build/html/index.html
 #   make test   set up .venv, lint (ruff), run the whole test suite (unit tests, docstring examples,
 #               the book build, which executes every chapter, with warnings as errors)
+#   make pdf    the whole book as one PDF, _build/pdf/book.pdf (after the HTML build; scripts/book_pdf.py)
 #   make chapters  every chapter under nbval, one test per chapter
 #   make vendor  (run by `make book` and the book test) fetch MathJax 3, RequireJS and the widget
 #               embedder from the npm registry into vendor/ (git-ignored): the built HTML serves
@@ -18,7 +19,7 @@ JOBS   ?= 2
 VENDOR       := vendor
 NPM_PACKAGES := mathjax@3.2.2 requirejs@2.3.8 @jupyter-widgets/html-manager@1.0.15
 
-.PHONY: setup setup-assign setup-cluster vendor book test chapters check bench clean assignments
+.PHONY: setup setup-assign setup-cluster vendor book pdf test chapters check bench clean assignments
 
 setup: $(VENV)/.installed $(VENV)/.configured
 
@@ -89,8 +90,14 @@ $(VENDOR)/.installed: Makefile
 
 book: vendor setup
 	rm -rf _build
-	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(VENV)/bin/jupyter-book build . --all --warningiserror --keep-going
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) scripts/build_book.py . --all --warningiserror --keep-going
 	@echo "Book built: open _build/html/index.html"
+
+# The whole book as one PDF, _build/pdf/book.pdf: the HTML build's chapters (built first if there is
+# none) in one page by the singlehtml builder, which executes nothing again, printed by chromium.
+pdf: setup
+	@[ -e _build/.doctrees/environment.pickle ] || $(MAKE) book
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) scripts/book_pdf.py
 
 # First the linter (ruff, < 1 s; pyproject.toml: [tool.ruff]), then the tests.  Each of the $(JOBS)
 # workers (and the kernels it starts) gets one BLAS/OpenMP thread: with more, dense eigensolvers on
@@ -99,7 +106,7 @@ book: vendor setup
 # the build, naming its chapter); `make chapters` runs them one by one under nbval instead.
 test: setup setup-assign setup-cluster
 	$(VENV)/bin/ruff check rcteach tests
-	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) --dist loadscope -p no:cacheprovider
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) --dist loadscope -p no:cacheprovider --durations=30
 
 # Every chapter under nbval, each a test of its own (cells assert what they compute).
 chapters: setup

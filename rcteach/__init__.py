@@ -36,6 +36,7 @@ from .masks import (
 )
 from .metrics import SpectralGap, decay_rate, mu, spectral_gap, spectrum, spectrum_distance, stable_rank
 from .theory import ACTIVATIONS, LN2
+from .solution import solution
 from .tokens import gaussian_tokens, orthonormal_tokens
 from .variants import random_differential_attention
 from .width import width_stable_ranks
@@ -78,6 +79,7 @@ __all__ = [
     "qk_logits",
     "plotting",
     "propagate",
+    "solution",
     "random_attention",
     "random_differential_attention",
     "random_logits",

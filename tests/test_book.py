@@ -89,9 +89,8 @@ def built_book(tmp_path_factory):
     vendor = subprocess.run(["make", "-C", str(ROOT), "vendor"], capture_output=True, text=True, timeout=600)
     assert vendor.returncode == 0, "make vendor failed:\n" + vendor.stdout[-3000:] + vendor.stderr[-3000:]
     out = tmp_path_factory.mktemp("book")
-    jupyter_book = Path(sys.executable).with_name("jupyter-book")
-    cmd = [str(jupyter_book), "build", str(ROOT), "--all", "--warningiserror", "--keep-going", "--path-output",
-           str(out)]
+    cmd = [sys.executable, str(ROOT / "scripts" / "build_book.py"), str(ROOT), "--all", "--warningiserror",
+           "--keep-going", "--path-output", str(out)]  # jupyter-book build, the chapters in parallel
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
     if proc.returncode != 0 and any(s in proc.stdout + proc.stderr for s in KERNEL_PORT_RACE):
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)  # once more, see KERNEL_PORT_RACE
@@ -228,6 +227,7 @@ def test_every_chapter_offers_a_clean_notebook_download(built_book):
     import nbformat
 
     from rcteach.tools.notebooks import CHAPTER_LINK as CHAPTER_LINK_MD
+    from rcteach.tools.notebooks import kernel_language_info
 
     html = _built(built_book)
     for name in toc_files():
@@ -245,6 +245,39 @@ def test_every_chapter_offers_a_clean_notebook_download(built_book):
             assert download.with_name(target).is_file(), f"{name}: its download links {target}, not there"
         assert all(not c.get("outputs") for c in notebook.cells if c.cell_type == "code"), f"{name}: outputs"
         assert notebook.metadata["kernelspec"]["name"] == "python3" and "jupytext" not in notebook.metadata
+        assert notebook.metadata["language_info"] == kernel_language_info(), name  # what JupyterLab would add
+
+
+def chapter_title(name: str) -> str:
+    return re.search(r"^# (.+)$", (ROOT / f"{name}.md").read_text(encoding="utf-8"), re.M).group(1)
+
+
+@pytest.mark.book
+@needs_browser
+def test_the_whole_book_prints_to_one_pdf(built_book):
+    """``scripts/book_pdf.py`` (``make pdf``) on the book's build: the singlehtml page executes no
+    chapter again (the script checks the log), no code block or output is cut at the page edge
+    (the script checks the printed layout), and the PDF holds every chapter (its title in the
+    contents and as a heading), at least one image per figure of the HTML pages, and a sane
+    number of pages."""
+    import pypdf
+
+    html = _built(built_book)
+    out = html.parent.parent
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "book_pdf.py"), "--path-output", str(out)],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    reader = pypdf.PdfReader(out / "_build" / "pdf" / "book.pdf")
+    text = re.sub(r"\s+", "", "".join(page.extract_text() for page in reader.pages))
+    root, *chapters = toc_files()
+    missing = [chapter_title(name) for name in chapters  # once in the contents, once as the chapter's heading
+               if text.count(re.sub(r"\s+", "", chapter_title(name))) < 2]
+    assert chapter_title(root).replace(" ", "") in text and not missing, f"chapters missing from the PDF: {missing}"
+    figures = sum(len(re.findall(r'<img [^>]*src="[./]*_images/', (html / f"{name}.html").read_text(encoding="utf-8")))
+                  for name in toc_files())
+    images = sum(len(page.images) for page in reader.pages)
+    assert images >= figures, f"{images} images in the PDF, {figures} figures in the HTML pages"
+    assert 5 * len(toc_files()) <= len(reader.pages) <= 40 * len(toc_files()), f"{len(reader.pages)} pages"
 
 
 MB = 1e6
@@ -266,8 +299,9 @@ def test_book_and_explorer_pages_within_their_size_budget(built_book):
 @pytest.mark.book
 @needs_browser
 def test_download_menu_and_collapsed_solutions_in_a_browser(built_book):
-    """On every chapter page: the download menu, opened, offers ``.ipynb``; every solution cell is
-    one closed toggle holding its code and its outputs (nothing of it shows under the exercise)."""
+    """On every chapter page: the download menu, opened, offers ``.ipynb``; every solution cell has
+    its code in a closed toggle and its output in one closed ``details.rcteach-solution``
+    (``rcteach.solution()``, as in JupyterLab): nothing of the answer shows under the exercise."""
     from playwright.sync_api import sync_playwright
 
     html = _built(built_book)
@@ -283,13 +317,16 @@ def test_download_menu_and_collapsed_solutions_in_a_browser(built_book):
                 problems.append(f"{name}: no visible .ipynb in the download menu")
             cells = page.evaluate(
                 "Array.from(document.querySelectorAll('.cell.tag_solution')).map(c => {"
-                " const d = c.querySelector(':scope > details.hide');"
-                " return {toggle: !!d, open: !!(d && d.open), outputs: c.querySelectorAll('.cell_output').length,"
-                " inside: d ? d.querySelectorAll('.cell_output').length : 0,"
-                " shown: Array.from(c.querySelectorAll('.cell_output, .cell_input')).some(e => e.checkVisibility())}; "
-                "})")
+                " const d = c.querySelector(':scope > details.hide'), o = c.querySelector('.cell_output');"
+                " const answers = o ? o.querySelectorAll(':scope .output details.rcteach-solution') : [];"
+                " return {toggle: !!(d && d.querySelector('.cell_input')), open: !!(d && d.open),"
+                " outputs: o ? o.querySelectorAll(':scope > .output').length : 0, answers: answers.length,"
+                " closed: Array.from(answers).every(a => !a.open),"
+                " shown: Array.from(c.querySelectorAll('.cell_input, .rcteach-solution-body'))"
+                ".some(e => e.checkVisibility())}; })")
             for i, cell in enumerate(cells):
-                if not cell["toggle"] or cell["open"] or cell["outputs"] != cell["inside"] or cell["shown"]:
+                if (not cell["toggle"] or cell["open"] or cell["outputs"] != 1 or cell["answers"] != 1
+                        or not cell["closed"] or cell["shown"]):
                     problems.append(f"{name}: solution cell {i} not collapsed with its outputs: {cell}")
         browser.close()
     assert not problems, "\n".join(problems)

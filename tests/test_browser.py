@@ -158,13 +158,18 @@ CHAPTER = "03_centred_attention.md"
 _CURRENT = "window.jupyterapp.shell.currentWidget"
 
 
+def _current_notebook(page, name):
+    """Wait until the current tab is the notebook ``name`` with its cells, its kernel idle."""
+    page.wait_for_function(f"(() => {{ const w = {_CURRENT}; return w && w.content && w.content.widgets"
+                           f" && w.title.label === {name!r} && w.content.widgets.length > 0; }})()", timeout=60000)
+    _wait_for_kernel(page)
+
+
 def _open_by_double_click(page, name):
     item = page.locator(".jp-DirListing-item", has_text=name)
     item.wait_for(timeout=60000)
     item.dblclick()
-    page.wait_for_function(f"(() => {{ const w = {_CURRENT}; return w && w.content && w.content.widgets"
-                           f" && w.title.label === {name!r} && w.content.widgets.length > 0; }})()", timeout=60000)
-    _wait_for_kernel(page)
+    _current_notebook(page, name)
 
 
 def _close_asks_nothing(page):
@@ -216,10 +221,55 @@ def test_a_chapter_opens_as_a_notebook_with_solutions_collapsed_runs_and_saves_u
         errors = page.evaluate(f"{_CURRENT}.content.widgets.flatMap(c => ((c.model.toJSON().outputs) || [])"
                                ".filter(o => o.output_type === 'error').map(o => o.ename + ': ' + o.evalue))")
         assert ok and not errors, f"Run All failed: {errors}"
+        answers = page.evaluate(f"{_CURRENT}.content.widgets.filter(c => (c.model.getMetadata('tags') || [])"
+                                ".includes('solution')).map(c => c.model.toJSON().outputs.map(o =>"
+                                " String((o.data || {})['text/html'] || o.output_type).slice(0, 33)))")
+        assert answers == [['<details class="rcteach-solution"']] * n_solution_cells, (
+            f"solution outputs not one closed toggle each (rcteach.solution()): {answers}")
         page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
         page.wait_for_function(f"!{_CURRENT}.context.model.dirty", timeout=30000)
         saved = (book / CHAPTER).read_text(encoding="utf-8")
         assert saved == source, "saving the run chapter changed its file:\n" + "\n".join(
             difflib.unified_diff(source.splitlines(), saved.splitlines(), "chapter", "saved", lineterm=""))
         assert _close_asks_nothing(page), "closing the saved chapter asked something"
+        browser.close()
+
+
+
+@needs_browser
+def test_jupyterlab_follows_a_chapter_link_and_opens_a_download_unmodified(book_lab):
+    """In a chapter opened in JupyterLab, clicking a Markdown link to another chapter
+    (``[...](01_leading_term.md)``, rendered by jupyterlab-myst) opens that chapter as a notebook,
+    no "file not found"; the book's ``.ipynb`` download of a chapter (clean_notebook, with the
+    kernel's language_info) is not marked modified once its kernel has started."""
+    from playwright.sync_api import sync_playwright
+
+    from rcteach.tools.notebooks import clean_notebook
+
+    url, token, book = book_lab
+    downloads = book.parent / "downloads"
+    downloads.mkdir()
+    jupytext.write(clean_notebook(book / "02_spectral_gap.md"), downloads / "02_spectral_gap.ipynb", fmt="ipynb")
+    with sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(f"{url}/lab/tree/book?token={token}&reset", wait_until="domcontentloaded")
+        page.wait_for_function("window.jupyterapp", timeout=60000)
+        _open_by_double_click(page, "02_spectral_gap.md")
+        link = page.locator('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-MarkdownCell a[href^="01_leading_term.md"]')
+        # jupyterlab-myst resolves a link's path, gives it JupyterLab's click handler (docmanager open),
+        # and then sets its href to the file's download URL: click once that is done
+        link.first.wait_for(timeout=30000)
+        page.wait_for_function("a => a.getAttribute('href').includes('/files/')", arg=link.first.element_handle(),
+                               timeout=30000)
+        link.first.click()
+        _current_notebook(page, "01_leading_term.md")
+        assert page.locator(".jp-Dialog").count() == 0, page.locator(".jp-Dialog").inner_text()
+        page.evaluate("window.jupyterapp.commands.execute('docmanager:open',"
+                      " {path: 'downloads/02_spectral_gap.ipynb'}); 1")
+        _current_notebook(page, "02_spectral_gap.ipynb")
+        dirty = page.evaluate(f"(async () => {{ const w = {_CURRENT}, k = w.sessionContext.session.kernel;"
+                              " await k.info; await k.spec; await new Promise(r => setTimeout(r, 1000));"
+                              " return w.context.model.dirty; })()")  # after the kernel's metadata writes
+        assert not dirty, "opening the downloaded notebook marked it modified"
         browser.close()

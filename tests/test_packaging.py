@@ -160,6 +160,9 @@ def test_notebooks_command_writes_clean_notebooks(tmp_path, monkeypatch, capsys)
     nb = nbformat.read(out / "03_centred_attention.ipynb", as_version=4)
     nbformat.validate(nb)
     assert "jupytext" not in nb.metadata and nb.metadata.kernelspec.name == "python3"
+    # what JupyterLab writes when the kernel starts, already there: opening it changes nothing
+    from ipykernel.ipkernel import IPythonKernel
+    assert nb.metadata.language_info == IPythonKernel.language_info
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert code and all(not c.outputs and c.execution_count is None for c in code)
     solutions = [c for c in code if "solution" in c.metadata.get("tags", [])]

@@ -25,16 +25,16 @@ def _solution_admonitions(text):
 
 #: The one format of an exercise's solution: this dropdown, then its code cell (SOLUTION_CELL).
 SOLUTION_DROPDOWN = re.compile(r":::\{admonition\} Solution to exercise (\d+)\n:class: dropdown\n(?:.+\n)+:::\Z")
-SOLUTION_CELL = {"tags": ["hide-cell", "solution"], "jupyter": {"source_hidden": True}}
+SOLUTION_CELL = {"tags": ["hide-input", "solution"], "jupyter": {"source_hidden": True}}
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=[p.stem for p in CHAPTERS])
 def test_chapter_solutions_have_one_format_and_are_collapsed(chapter):
     """After the list of exercises, each exercise n in turn has a dropdown "Solution to exercise n"
-    (the end of a Markdown cell) and then one solution code cell, collapsed in the HTML book
-    (``hide-cell``: input and outputs under one toggle) and in JupyterLab (code hidden; not the
-    outputs: JupyterLab shows a cell's outputs when it runs, so ``outputs_hidden`` would not survive
-    a save)."""
+    (the end of a Markdown cell) and then one solution code cell, collapsed alike in the HTML book
+    and in JupyterLab: its code hidden (``hide-input``; ``source_hidden``), and its output, which
+    JupyterLab shows when the cell runs (``outputs_hidden`` would not survive), under one closed
+    ``<details>`` by ``rcteach.solution()``, the cell's first line."""
     cells = jupytext.read(chapter).cells
     start = next((i for i, c in enumerate(cells) if c.cell_type == "markdown" and "## Exercises" in c.source), None)
     if start is None:
@@ -49,6 +49,7 @@ def test_chapter_solutions_have_one_format_and_are_collapsed(chapter):
         assert match and int(match.group(1)) == n, f"solution {n}: {dropdown[:80]!r}"
         assert n == 1 or prose.source == dropdown, f"solution {n}: more than its dropdown in its cell"
         assert code.cell_type == "code" and dict(code.metadata) == SOLUTION_CELL, (n, code.metadata)
+        assert code.source.startswith("rcteach.solution()\n"), f"solution {n}: {code.source[:60]!r}"
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=[p.stem for p in CHAPTERS])

@@ -57,7 +57,9 @@ def _write(app, exception):
 
 
 def setup(app):
+    # Safe for parallel writing: Sphinx resolves every doctree ("doctree-resolved") in the main process
+    # and writes the search page there too, after the parallel writers have finished.
     app.connect("doctree-resolved", _collect)
     app.connect("html-page-context", _add_to_search_page)
     app.connect("build-finished", _write)
-    return {"parallel_read_safe": True, "parallel_write_safe": False}
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -15,7 +15,7 @@ import re
 from .. import _files
 from ._args import UsageError
 
-__all__ = ["clean_notebook", "write_notebooks", "add_subcommand"]
+__all__ = ["clean_notebook", "kernel_language_info", "write_notebooks", "add_subcommand"]
 
 
 #: A Markdown link to a sibling chapter, ``[text](NN_name.md)`` or ``(NN_name.md#anchor)``.
@@ -24,16 +24,31 @@ CHAPTER_LINK = re.compile(r"\]\(([\w-]+)\.md(#[^)\s]*)?\)")
 
 def clean_notebook(path):
     """Chapter ``path`` (a MyST notebook ``.md``) as an nbformat notebook without outputs and without
-    jupytext's pairing metadata (a plain ``.ipynb``), solutions collapsed as in the chapter; its links
-    to other chapters point at their notebooks (``NN_name.ipynb``, written next to it)."""
+    jupytext's pairing metadata (a plain ``.ipynb``), with the kernel's ``language_info``
+    (:func:`kernel_language_info`), solutions collapsed as in the chapter; its links to other
+    chapters point at their notebooks (``NN_name.ipynb``, written next to it)."""
     import jupytext
 
     notebook = jupytext.read(path)
     notebook.metadata.pop("jupytext", None)
+    if notebook.metadata.get("kernelspec", {}).get("name") == "python3":
+        notebook.metadata.setdefault("language_info", kernel_language_info())
     for cell in notebook.cells:
         if cell.cell_type == "markdown":
             cell.source = CHAPTER_LINK.sub(r"](\1.ipynb\2)", cell.source)
     return notebook
+
+
+def kernel_language_info() -> dict:
+    """The ``language_info`` the python3 kernel (ipykernel) reports, which JupyterLab writes into a
+    notebook's metadata when that kernel starts: a notebook that already holds it is not marked
+    modified on opening (the same value venv-config/etc/jupyter/jupyter_server_config.py gives the
+    .md chapters).  Empty without ipykernel (then no kernel can run the notebook here)."""
+    try:
+        from ipykernel.ipkernel import IPythonKernel
+    except ImportError:
+        return {}
+    return dict(IPythonKernel.language_info)
 
 
 def write_notebooks(out_dir, *, force=False) -> list[pathlib.Path]:

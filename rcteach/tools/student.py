@@ -7,9 +7,10 @@ In a chapter, solution prose sits in a dropdown admonition whose title starts wi
     ...
     :::
 
-and solution code in code cells tagged ``solution``, with ``hide-cell`` (input and outputs under one
-toggle in the HTML book) and the cell metadata ``jupyter: {source_hidden: true}`` (code hidden
-until asked in JupyterLab).  :func:`strip_solutions` removes both from a notebook read with jupytext;
+and solution code in code cells tagged ``solution``, with ``hide-input`` (code under a toggle in
+the HTML book), the cell metadata ``jupyter: {source_hidden: true}`` (code hidden until asked in
+JupyterLab) and ``rcteach.solution()`` first (the output under a closed toggle in both).
+:func:`strip_solutions` removes both from a notebook read with jupytext;
 :func:`student_copy` writes the result next to nothing else: ``python -m rcteach student-copy
 book/03_centred_attention.md -o out/`` (``--to ipynb`` for a Jupyter notebook).
 """

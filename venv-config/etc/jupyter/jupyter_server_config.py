@@ -5,13 +5,15 @@ starts.  A chapter (``book/*.md``, read by jupytext) carries no ``language_info`
 it on save, see ``book/jupytext.toml``), so that write alone would mark every chapter modified as
 soon as it is opened, and closing it untouched would ask to save.  The contents manager below is
 jupytext's, except that a text notebook for the ``python3`` kernel is served with the
-``language_info`` that kernel reports (ipykernel's, from this same venv): the kernel's write then
+``language_info`` that kernel reports (ipykernel's, from this same venv; the book's ``.ipynb``
+downloads carry the same, rcteach.tools.notebooks.kernel_language_info): the kernel's write then
 changes nothing.
 """
 
-from ipykernel.ipkernel import IPythonKernel
 from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
 from jupytext.async_contentsmanager import build_async_jupytext_contents_manager_class
+
+from rcteach.tools.notebooks import kernel_language_info
 
 
 class ChapterContentsManager(build_async_jupytext_contents_manager_class(AsyncLargeFileManager)):
@@ -22,7 +24,7 @@ class ChapterContentsManager(build_async_jupytext_contents_manager_class(AsyncLa
         if content and model["type"] == "notebook" and not path.endswith(".ipynb"):
             metadata = model["content"]["metadata"]
             if metadata.get("kernelspec", {}).get("name") == "python3":
-                metadata.setdefault("language_info", dict(IPythonKernel.language_info))
+                metadata.setdefault("language_info", kernel_language_info())
         return model
 
 
