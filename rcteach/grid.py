@@ -190,7 +190,7 @@ def _run(names, T, d, depth, seeds, seed, authors_skip, dtype, device) -> dict:
             L = bartlett(p, d, gens=gens, seeds=seeds, dtype=dtype, device=device)
             H = O(Z)  # tokens
             C = O(torch.cat([torch.zeros_like(Z[:, :1]), Z[:, 1:]], dim=1))  # centred tokens
-            B, log_att = centred_softmax_unchecked(_mm(_mm(H, G), _mm(C, L).mT) / d ** 1.5, 2 * log_norm)
+            B, log_att = centred_softmax_unchecked(_mm(_mm(H, G), _mm_lower(C, L).mT) / d ** 1.5, 2 * log_norm)
         else:
             B, log_att = centred_softmax_unchecked(math.sqrt(LN2) * _draws(gens, seeds, (T, T), dtype, device))
         # rotated A_perp, times exp(log_att) for A = 11^T/T + A_perp (rotated: e_0 e_0^T + its A_perp)

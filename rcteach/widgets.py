@@ -20,6 +20,7 @@ depth" and "Collapse under masks", each in its "Explore" section.
 from __future__ import annotations
 
 import contextlib
+import functools
 import html
 import math
 import os
@@ -151,6 +152,11 @@ class Explorer(ipywidgets.VBox):
         self.updates += 1
         self.status.value = f"<span style='color:#2a7a2a'>✓ updated in {1000 * self.elapsed:.0f} ms</span>"
 
+    def show_progress(self, done, total, what):
+        """The status line during an update: ``done`` of ``total`` steps finished, now computing ``what``."""
+        self.status.value = (f"<span style='color:#b35900'>⏳ computing {html.escape(str(what))} "
+                             f"({done + 1} of {total}) …</span>")
+
     @property
     def png(self) -> str:
         """The current figure as a base64 PNG string ("" before the first successful update)."""
@@ -250,8 +256,14 @@ def width_explorer(*, T_range=(16, 128), gamma=0.5, s2=LN2, gram=False, points=6
     )
     grid = dict(T_range=[(lo, t) for t in precomputed.around(hi, (32, 64, 128, 256, 512)) if t >= lo],
                 gamma=precomputed.around(gamma, (0.25, 0.5, 1.0, 2.0)))
-    return Explorer("Width explorer", ex.width_data, ex.width_figure, controls,
-                    to_kwargs=lambda v: dict(v, points=points, seeds=seeds, seed=seed), grid=grid, data=data)
+    explorer = Explorer("Width explorer", ex.width_data, ex.width_figure, controls,
+                        to_kwargs=lambda v: dict(v, points=points, seeds=seeds, seed=seed), grid=grid, data=data)
+
+    def progress(k, n, T):  # an update at T = 1024 and a small gamma takes seconds: say how far it is
+        explorer.show_progress(k, n, f"T = {T}")
+
+    explorer.compute = functools.partial(ex.width_data, progress=progress)
+    return explorer
 
 
 def depth_explorer(*, depth=12, attention="iid", centred=False, norm=None, skip=False, values="gaussian",

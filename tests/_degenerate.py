@@ -287,7 +287,8 @@ def _grid(points=GRID_POINTS):
         yield Case(f"grid.simulate/T={T}/gamma={gamma}", run)
 
     def top_and_rest():
-        for m in (3, 47, 48, 60):  # both paths of top_and_rest (batched eigvalsh below 48, syevr from 48)
+        low = top_eigen.SYEVR_MIN_SIZE  # both paths of top_and_rest: batched eigvalsh below it, syevr from it
+        for m in (3, low - 1, low, low + 12):
             x = torch.randn(2, m, 1, generator=torch.Generator().manual_seed(m), dtype=F64)
             S = torch.cat([x @ x.mT, torch.eye(m, dtype=F64)[None]])  # rank one, and a repeated spectrum
             lam, rest = grid.top_and_rest(S)

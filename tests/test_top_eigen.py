@@ -95,3 +95,13 @@ def test_breakdown_is_handled_and_same_seed_same_numbers():
     assert abs(lam.item() - 2) < 1e-13 and abs(rest.item() - (M - 1)) < 1e-10
     again = top_eigen.lanczos_top(S)
     assert torch.equal(top.value, again.value) and torch.equal(top.vector, again.vector)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("m", [top_eigen.SYEVR_MIN_SIZE - 1, top_eigen.SYEVR_MIN_SIZE])
+def test_top_and_rest_leaves_its_input_as_it_was(m, dtype):
+    x = torch.randn(3, m, m + 1, generator=torch.Generator().manual_seed(m), dtype=dtype)
+    S = x @ x.mT
+    before = S.clone()
+    top_eigen.top_and_rest(S)
+    assert torch.equal(S, before)

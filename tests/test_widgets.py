@@ -180,3 +180,19 @@ def test_explorer_displays_the_static_view_only_in_the_static_book(monkeypatch):
     assert "text/html" in static and "application/vnd.jupyter.widget-view+json" not in static
     assert len(_spec(static["text/html"])["images"]) == 2
     assert os.environ[precomputed.STATIC_BOOK] == "1"
+
+
+def test_width_explorer_shows_progress_per_T_during_an_update():
+    e = w.width_explorer(**SMALL["width"])
+    seen = []
+    e.status.observe(lambda change: seen.append(change["new"]), names="value")
+    e.controls["gamma"].value = 0.25
+    steps = [s for s in seen if "computing T = " in s]
+    Ts = [int(t) for t in e.data.T]
+    assert [f"T = {T} ({k + 1} of {len(Ts)})" in s for k, (T, s) in enumerate(zip(Ts, steps))] == [True] * len(Ts)
+    assert len(steps) == len(Ts) and "updated in" in seen[-1]
+
+
+def test_width_data_refuses_a_progress_that_is_not_callable():
+    with pytest.raises(TypeError, match="progress must be callable"):
+        ex.width_data((8, 16), progress="yes")

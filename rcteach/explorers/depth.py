@@ -83,7 +83,7 @@ def depth_data(depth=12, *, T=32, d=64, attention="iid", s2=LN2, centred=False, 
 
 
 def _depth_layout():
-    fig, (ax_mu, ax_sr, ax_n) = figure(3, (12.5, 4.4), left=0.85, top=0.8, wspace=0.33)
+    fig, (ax_mu, ax_sr, ax_n) = figure(3, (12.5, 4.4), top=0.8, wspace=0.33)
     axes("Distance to consensus", "layer ℓ", "μ(X_ℓ) = ‖P X_ℓ‖_F", ax=ax_mu)
     axes("Stable ranks", "layer ℓ", "stable rank of X_ℓ", ax=ax_sr)
     axes("Norm", "layer ℓ", "‖X_ℓ‖_F", ax=ax_n)

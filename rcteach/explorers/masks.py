@@ -16,7 +16,7 @@ from ..masks import (MASK_KINDS, centre_eccentricity, consensus_rate, diameter, 
                      is_strongly_connected, make_mask)
 from ..plotting import axes, draw_mask
 from ..tokens import orthonormal_tokens
-from ._common import add_draws, figure, reused, show_draws, to_numpy
+from ._common import add_draws, figure, fixed_labels, reused, show_draws, to_numpy
 
 
 @dataclass(frozen=True)
@@ -96,8 +96,9 @@ def mask_figure(data: MaskData, fig=None):
     a = fig.rcteach_layout
     title = p["kind"] + (f", w={p['window']}" if p["window"] is not None else "")
     if a["mask"] != (title, data.mask.tobytes()):
-        a["ax_m"].clear()
-        a["ax_g"].clear()
+        for ax in (a["ax_m"], a["ax_g"]):
+            ax.clear()
+            fixed_labels(ax)
         draw_mask(torch.from_numpy(data.mask), ax=(a["ax_m"], a["ax_g"]), title=title, node_size=120)
         g = data.graph
         a["ax_g"].set_xlabel(f"diameter {g['diameter']:g}, centre eccentricity {g['centre_eccentricity']:g}")

@@ -38,7 +38,7 @@ class WidthData:
 
 
 def width_data(T_range=(16, 128), gamma=0.5, s2=LN2, *, gram=False, points=6, seeds=4, seed=0,
-               device=None) -> WidthData:
+               device=None, progress=None) -> WidthData:
     """Stable ranks of A X0 W_V and A_perp X0 W_V (i.i.d. model) at ``points`` values of T.
 
     Parameters
@@ -55,6 +55,9 @@ def width_data(T_range=(16, 128), gamma=0.5, s2=LN2, *, gram=False, points=6, se
         Number of T values; draws per T (batched).
     seed : int
         Randomness (T value k uses seed + k).
+    progress : callable, optional
+        Called as ``progress(k, n, T)`` before the k-th of the n values of T is computed (the live
+        explorer shows it: at T = 1024 and small gamma an update takes seconds).
     """
     try:
         lo, hi = T_range
@@ -72,8 +75,12 @@ def width_data(T_range=(16, 128), gamma=0.5, s2=LN2, *, gram=False, points=6, se
     seed = _validate.seed(seed)
     Ts = np.unique(np.geomspace(lo, hi, points).round().astype(int))  # (n,)
     sr, sr_c = [], []
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be callable or None, got {type(progress).__name__}")
     for k, T in enumerate(Ts):
         T = int(T)
+        if progress is not None:
+            progress(k, len(Ts), T)
         sr.append(to_numpy(width_stable_ranks(T, gamma, s2, seeds=seeds, gram=gram, seed=seed + k, device=device)))
         sr_c.append(to_numpy(width_stable_ranks(T, gamma, s2, seeds=seeds, gram=gram, centred=True, seed=seed + k,
                                               device=device)) if s2 > 0 else np.full(seeds, np.nan))
