@@ -256,13 +256,13 @@ def test_jupyterlab_follows_a_chapter_link_and_opens_a_download_unmodified(book_
         page.goto(f"{url}/lab/tree/book?token={token}&reset", wait_until="domcontentloaded")
         page.wait_for_function("window.jupyterapp", timeout=60000)
         _open_by_double_click(page, "02_spectral_gap.md")
-        link = page.locator('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-MarkdownCell a[href^="01_leading_term.md"]')
         # jupyterlab-myst resolves a link's path, gives it JupyterLab's click handler (docmanager open),
-        # and then sets its href to the file's download URL: click once that is done
-        link.first.wait_for(timeout=30000)
-        page.wait_for_function("a => a.getAttribute('href').includes('/files/')", arg=link.first.element_handle(),
-                               timeout=30000)
-        link.first.click()
+        # and then sets its href to the file's download URL: click once that is done (a link found
+        # before would change under the locator)
+        link = page.locator('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-MarkdownCell '
+                            'a[href*="/files/"][href*="01_leading_term.md"]').first
+        link.wait_for(timeout=60000)
+        link.click()
         _current_notebook(page, "01_leading_term.md")
         assert page.locator(".jp-Dialog").count() == 0, page.locator(".jp-Dialog").inner_text()
         page.evaluate("window.jupyterapp.commands.execute('docmanager:open',"
