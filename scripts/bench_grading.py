@@ -7,9 +7,10 @@ builds a1 (``python -m rcteach assign``, once, into ``--build``), writes the cla
 solutions without questions 2 and 3, and the blank student notebook), then times
 ``python -m rcteach grade submitted/ -j JOBS`` and, on the first ``--serial`` students, ``-j 1``
 with ``--replay`` (the same asks), and checks that their rows of ``scores.csv`` agree.  Prints, per
-run: wall seconds, CPU seconds of the grading process and of the sandboxes (the sum of what each
-run reported for itself: their processes are not children the grader can account for), CPU per
-submission, and the 1-minute load average before and after (on a shared machine, read CPU seconds).
+run: wall seconds, CPU seconds of the grading process and everything it started (the sandboxes
+included: their supervisor reaps them, so their time reaches the grader as its children's), of
+which the sandboxes report the part inside them, CPU per submission, and the 1-minute load average
+before and after (on a shared machine, read CPU seconds).
 """
 
 from __future__ import annotations
@@ -96,9 +97,9 @@ def main(argv=None) -> int:
     scores = [float(r["score"]) for r in _rows(parallel).values()]
     print(f"{args.students} submissions, scores {sorted(set(scores))}")
     for mode, r in runs.items():
-        per = (r["grader_cpu"] + r["sandbox_cpu"]) / r["n"]
-        print(f"grade {mode}: {r['n']} submissions in {r['wall']:.0f} s wall ({r['wall'] / r['n']:.1f} s each); CPU: grader "
-              f"{r['grader_cpu']:.0f} s + sandboxes {r['sandbox_cpu']:.0f} s = {per:.1f} s per submission; "
+        print(f"grade {mode}: {r['n']} submissions in {r['wall']:.0f} s wall ({r['wall'] / r['n']:.1f} s each); CPU: "
+              f"{r['grader_cpu']:.0f} s in all, {r['sandbox_cpu']:.0f} s of it inside the sandboxes = "
+              f"{r['grader_cpu'] / r['n']:.1f} s per submission; "
               f"load average {r['load_before']:.1f} -> {r['load_after']:.1f}")
     return 0
 
