@@ -43,7 +43,8 @@ def _class(built: dict, root: pathlib.Path, students: int) -> None:
     full = nbformat.read(built["autograder"] / f"{NAME}.ipynb", as_version=4)
     blank = nbformat.read(built["student"], as_version=4)
     partial = nbformat.read(built["autograder"] / f"{NAME}.ipynb", as_version=4)
-    stubs = {c.source.split("(")[0]: c.source for c in blank.cells if c.source.startswith(("def swapped_spectrum", "def my_centre"))}
+    stubs = {c.source.split("(")[0]: c.source for c in blank.cells
+             if c.source.startswith(("def swapped_spectrum", "def my_centre"))}
     for cell in partial.cells:
         for start, stub in stubs.items():
             if cell.source.startswith(start):
