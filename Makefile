@@ -102,11 +102,13 @@ pdf: setup
 # First the linter (ruff, < 1 s; pyproject.toml: [tool.ruff]), then the tests.  Each of the $(JOBS)
 # workers (and the kernels it starts) gets one BLAS/OpenMP thread: with more, dense eigensolvers on
 # 2 cores slow down many times over.
+# --no-loadscope-reorder keeps the collection order (conftest.py puts the book module first; xdist
+# would otherwise start the modules with most tests first, and the book build last).
 # The chapters run once, in the book build (execution with raise_on_error: a cell that fails fails
 # the build, naming its chapter); `make chapters` runs them one by one under nbval instead.
 test: setup setup-assign setup-cluster
 	$(VENV)/bin/ruff check rcteach tests
-	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) --dist loadscope -p no:cacheprovider --durations=30
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) --dist loadscope --no-loadscope-reorder -p no:cacheprovider --durations=30
 
 # Every chapter under nbval, each a test of its own (cells assert what they compute).
 chapters: setup
