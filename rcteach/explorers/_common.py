@@ -23,9 +23,8 @@ def figure(ncols, figsize, *, left=LEFT, top=0.45, wspace=0.3, **gridspec):
     whose extra text-measuring passes would cost more than all of an explorer's computing at its
     default settings.  Titles and axis labels sit at fixed distances from their axes (:func:`fixed_labels`):
     matplotlib would otherwise measure every tick label at every draw to place them, a third of a live
-    update's drawing.  Not a pyplot
-    figure: no notebook displays it unasked, and it needs no closing (a live explorer keeps one and
-    redraws it)."""
+    update's drawing.  Not a pyplot figure: no notebook displays it unasked, and it needs no closing (a
+    live explorer keeps one and redraws it)."""
     import matplotlib
 
     fig = Figure(figsize=figsize, facecolor="white")

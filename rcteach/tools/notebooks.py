@@ -15,7 +15,7 @@ import re
 from .. import _files
 from ._args import UsageError
 
-__all__ = ["clean_notebook", "kernel_language_info", "write_notebooks", "add_subcommand"]
+__all__ = ["clean_notebook", "add_language_info", "kernel_language_info", "write_notebooks", "add_subcommand"]
 
 
 #: A Markdown link to a sibling chapter, ``[text](NN_name.md)`` or ``(NN_name.md#anchor)``.
@@ -31,12 +31,18 @@ def clean_notebook(path):
 
     notebook = jupytext.read(path)
     notebook.metadata.pop("jupytext", None)
-    if notebook.metadata.get("kernelspec", {}).get("name") == "python3":
-        notebook.metadata.setdefault("language_info", kernel_language_info())
+    add_language_info(notebook.metadata)
     for cell in notebook.cells:
         if cell.cell_type == "markdown":
             cell.source = CHAPTER_LINK.sub(r"](\1.ipynb\2)", cell.source)
     return notebook
+
+
+def add_language_info(metadata: dict) -> None:
+    """Give a notebook's ``metadata`` for the python3 kernel that kernel's ``language_info``
+    (:func:`kernel_language_info`) if it has none; other kernels' notebooks are left as they are."""
+    if metadata.get("kernelspec", {}).get("name") == "python3":
+        metadata.setdefault("language_info", kernel_language_info())
 
 
 def kernel_language_info() -> dict:

@@ -13,7 +13,7 @@ changes nothing.
 from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
 from jupytext.async_contentsmanager import build_async_jupytext_contents_manager_class
 
-from rcteach.tools.notebooks import kernel_language_info
+from rcteach.tools.notebooks import add_language_info
 
 
 class ChapterContentsManager(build_async_jupytext_contents_manager_class(AsyncLargeFileManager)):
@@ -22,9 +22,7 @@ class ChapterContentsManager(build_async_jupytext_contents_manager_class(AsyncLa
     async def get(self, path, content=True, type=None, format=None, **kwargs):
         model = await super().get(path, content=content, type=type, format=format, **kwargs)
         if content and model["type"] == "notebook" and not path.endswith(".ipynb"):
-            metadata = model["content"]["metadata"]
-            if metadata.get("kernelspec", {}).get("name") == "python3":
-                metadata.setdefault("language_info", kernel_language_info())
+            add_language_info(model["content"]["metadata"])
         return model
 
 
