@@ -170,7 +170,10 @@ def _run(names, T, d, depth, seeds, seed, authors_skip, dtype, device) -> dict:
     log_a = per(lambda c: -0.5 * math.log(d) if c.skip == "upscaled" else 0.0, torch.float64)
     layernorm = per(lambda c: c.layernorm)
     ln = layernorm.nonzero()[:, 0]
-    identity = per(lambda c: c.attention == "identity").nonzero()[:, 0]
+    may_hold = (centred & layernorm).nonzero()[:, 0]
+    is_identity = per(lambda c: c.attention == "identity")
+    identity, attends = is_identity.nonzero()[:, 0], (~is_identity).nonzero()[:, 0]
+    att_gens = [g for g, c in zip(gens, cfgs) if c.attention != "identity"]
     skip = cfgs[0].skip is not None
     doubled = per(lambda c: authors_skip and c.skip == "plain", torch.float64) * math.log(2.0)
     qk = cfgs[0].attention == "qk"
@@ -183,24 +186,28 @@ def _run(names, T, d, depth, seeds, seed, authors_skip, dtype, device) -> dict:
     for _ in range(depth):
         p = Z.shape[-1]  # 1 + k: the e column and k directions of e^perp
         # tokens exactly equal (centred rows zero) meet A_perp: A_perp X = 0, and LayerNorm would be 0/0 (module doc)
-        held = (centred & layernorm & (Z[:, 1:] == 0).all(-1).all(-1)).nonzero()[:, 0]
+        held = may_hold[(Z[may_hold, 1:] == 0).flatten(1).all(-1)]
         Z_held = Z[held]
+        C = O(torch.cat([torch.zeros_like(Z[:, :1]), Z[:, 1:]], dim=1))  # centred tokens (mean row 0 left out)
         if qk:  # logits (X W_Q)(X W_K)^T / sqrt(d) = kappa (H G)(C L)^T / d^1.5 up to row constants
             G = _draws(gens, seeds, (p, p), dtype, device)
             L = bartlett(p, d, gens=gens, seeds=seeds, dtype=dtype, device=device)
-            H = O(Z)  # tokens
-            C = O(torch.cat([torch.zeros_like(Z[:, :1]), Z[:, 1:]], dim=1))  # centred tokens
-            B, log_att = centred_softmax_unchecked(_mm(_mm(H, G), _mm_lower(C, L).mT) / d ** 1.5, 2 * log_norm)
+            B, log_att = centred_softmax_unchecked(_mm(_mm(O(Z), G), _mm_lower(C, L).mT) / d ** 1.5, 2 * log_norm)
+        else:  # i.i.d. logits, drawn only for the configurations with attention
+            B, log_att = centred_softmax_unchecked(math.sqrt(LN2) * _draws(att_gens, seeds, (T, T), dtype, device))
+        if len(identity):  # no logits drawn for Identity A: log_att 0 there
+            log_att = torch.zeros(n, dtype=torch.float64, device=device).index_copy_(0, attends, log_att)
+        # A X = 11^T X / T + A_perp X with A_perp = B (times exp(log_att) for A) and A_perp 1 = 0: in rotated
+        # coordinates A_perp acts on the centred rows only and the mean row passes (for A) unchanged
+        scale = torch.where(centred, 0.0, log_att).exp().to(dtype)[:, None, None]
+        if len(identity):  # Identity A: X' = X W_V
+            Y = Z.clone()
+            Y[attends] = O(_mm(B, C[attends])) * scale[attends]
+            Y[attends, 0] += one_plain[attends, None] * Z[attends, 0]
         else:
-            B, log_att = centred_softmax_unchecked(math.sqrt(LN2) * _draws(gens, seeds, (T, T), dtype, device))
-        # rotated A_perp, times exp(log_att) for A = 11^T/T + A_perp (rotated: e_0 e_0^T + its A_perp)
-        At = O.conjugate(B) * torch.where(centred, 0.0, log_att).exp().to(dtype)[:, None, None]
-        At[:, :, 0] = 0.0  # A_perp 1 = 0, written in exactly
-        At[:, 0, 0] = one_plain
-        if len(identity):
-            At[identity] = torch.eye(T, dtype=dtype, device=device)
+            Y = O(_mm(B, C)).mul_(scale)  # (n, T, p)
+            Y[:, 0] += one_plain[:, None] * Z[:, 0]
         log_term = log_a + torch.where(centred, log_att, 0.0)  # log of the factor on A X W_V
-        Y = _mm(At, Z)  # (n, T, p)
         if skip:  # W_V's e column, its k state directions, the Bartlett factor of the other d - 1 - k
             W = _draws(gens, seeds, (p, p), dtype, device)
             if d - p:
