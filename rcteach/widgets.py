@@ -271,11 +271,12 @@ def depth_explorer(*, depth=12, attention="iid", centred=False, norm=None, skip=
     """Depth explorer: μ, both stable ranks and ‖X‖_F per layer of a stack of attention layers.
 
     Controls: depth, attention model, centring, norm, skip, values and value scale σ_V² d, s².
-    Returns an :func:`Explorer`; its compute function is :func:`rcteach.explorers.depth_data`, which
+    Returns an :func:`Explorer`; its compute function is :class:`rcteach.explorers.DepthPrefixes` (:func:`rcteach.explorers.depth_data`, a shallower depth sliced from the deepest computed), which
     checks the starting values; precomputed over depth, norm and skip.
     """
-    data = ex.depth_data(depth, T=T, d=d, attention=attention, s2=s2, centred=centred, norm=norm, skip=skip,
-                         values=values, value_scale=value_scale, seeds=seeds, seed=seed)
+    compute = ex.DepthPrefixes()  # a shallower depth is sliced from the deepest stack computed
+    data = compute(depth, T=T, d=d, attention=attention, s2=s2, centred=centred, norm=norm, skip=skip,
+                   values=values, value_scale=value_scale, seeds=seeds, seed=seed)
     depth, T, d, centred, skip, value_scale, s2, seeds, seed = (data.params[k] for k in (
         "depth", "T", "d", "centred", "skip", "value_scale", "s2", "seeds", "seed"))
     controls = dict(
@@ -294,7 +295,7 @@ def depth_explorer(*, depth=12, attention="iid", centred=False, norm=None, skip=
 
     grid = dict(depth=precomputed.around(depth, (2, 4, 8, 12, 16, 24, 32, 48, 64)),
                 norm=[value for _, value in _NORM_OPTIONS], skip=(False, True))
-    return Explorer("Depth explorer", ex.depth_data, ex.depth_figure, controls, dependants=dependants,
+    return Explorer("Depth explorer", compute, ex.depth_figure, controls, dependants=dependants,
                     to_kwargs=lambda v: dict(_norm_kwargs(v), T=T, d=d, seeds=seeds, seed=seed), grid=grid, data=data)
 
 

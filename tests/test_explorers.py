@@ -89,6 +89,21 @@ def test_depth_data_shapes_and_prediction():
     same(d, ex.depth_data(5, T=8, d=16, values="identity", seeds=3, seed=1))
 
 
+@pytest.mark.parametrize("kw", [dict(), dict(attention="qk", norm="rms", skip=True, values="orthogonal")])
+def test_depth_prefixes_slice_the_deepest_stack_value_for_value(kw):
+    """The depth explorer's compute function: a shallower depth is the deeper stack's prefix (layers drawn in
+    order), the same numbers as computing it; other arguments or a deeper stack are computed."""
+    small = dict(T=8, d=16, seeds=2, **kw)
+    compute = ex.DepthPrefixes()
+    compute(6, **small)
+    for depth in (3, 0, 6):
+        same(compute(depth, **small), ex.depth_data(depth, **small))
+    same(compute(7, **small), ex.depth_data(7, **small))
+    same(compute(4, **{**small, "seed": 1}), ex.depth_data(4, **{**small, "seed": 1}))
+    with pytest.raises(ValueError, match="depth"):
+        compute(-1, **small)
+
+
 @pytest.mark.parametrize("kwargs, error", [
     (dict(depth=-1), ValueError), (dict(attention="x"), ValueError), (dict(norm="batch"), ValueError),
     (dict(value_scale=0.0), ValueError), (dict(T=20, d=16), ValueError), (dict(seeds=0), ValueError),

@@ -18,7 +18,7 @@ depth" and "Collapse under masks", each in its "Explore" section.
 """
 
 from ._common import DPI, live_png, png
-from .depth import DepthData, depth_data, depth_figure
+from .depth import DepthData, DepthPrefixes, depth_data, depth_figure
 from .masks import MaskData, mask_data, mask_figure
 from .spectrum import ATTENTION, SpectrumData, spectrum_data, spectrum_figure
 from .width import WidthData, width_data, width_figure
@@ -29,6 +29,7 @@ __all__ = [
     "SpectrumData",
     "WidthData",
     "DepthData",
+    "DepthPrefixes",
     "MaskData",
     "spectrum_data",
     "width_data",

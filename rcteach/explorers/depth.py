@@ -82,17 +82,38 @@ def depth_data(depth=12, *, T=32, d=64, attention="iid", s2=LN2, centred=False, 
     )
 
 
+class DepthPrefixes:
+    """:func:`depth_data` that keeps its deepest result: a call with the same other arguments and a depth no
+    larger is a prefix of it and is sliced from it, not computed (the layers are drawn in order from one
+    generator, so the first ``depth`` layers of a deeper stack are the stack of that depth, value for value).
+    The depth explorer's compute function: moving the depth slider back costs no computing."""
+
+    def __init__(self):
+        self._key, self._data = None, None
+
+    def __call__(self, depth=12, **kwargs) -> DepthData:
+        depth = _validate.integer("depth", depth, minimum=0)
+        key = tuple(sorted(kwargs.items(), key=lambda kv: kv[0]))
+        kept = self._data
+        if kept is None or key != self._key or depth > kept.params["depth"]:
+            self._key, self._data = key, depth_data(depth, **kwargs)
+            return self._data
+        n = depth + 1
+        return DepthData(params={**kept.params, "depth": depth}, mu=kept.mu[:n], stable_rank=kept.stable_rank[:n],
+                         stable_rank_gram=kept.stable_rank_gram[:n], norm=kept.norm[:n],
+                         predicted_mu=None if kept.predicted_mu is None else kept.predicted_mu[:n])
+
+
 def _depth_layout():
     fig, (ax_mu, ax_sr, ax_n) = figure(3, (12.5, 4.4), top=0.8, wspace=0.33)
     axes("Distance to consensus", "layer ℓ", "μ(X_ℓ) = ‖P X_ℓ‖_F", ax=ax_mu)
     axes("Stable ranks", "layer ℓ", "stable rank of X_ℓ", ax=ax_sr)
-    axes("Norm", "layer ℓ", "‖X_ℓ‖_F", ax=ax_n)
+    axes("Norm: median and each draw", "layer ℓ", "‖X_ℓ‖_F", ax=ax_n)  # no legend to draw
     a = dict(ax_mu=ax_mu, ax_sr=ax_sr, ax_norm=ax_n, mu=add_draws(ax_mu, "C0"), norm=add_draws(ax_n, "C2"))
     (a["predicted"],) = ax_mu.plot([], [], "k--", label=r"predicted $\mu_0\,(\kappa c/T)^{\ell/2}$")
     (a["sr"],) = ax_sr.plot([], [], "o-", ms=3, label="Frobenius Σs²/s₁²")
     (a["sr_gram"],) = ax_sr.plot([], [], "s-", ms=3, label="Gram Σs⁴/s₁⁴")
     ax_sr.legend(loc="upper right", fontsize="small")
-    ax_n.legend(loc="best", fontsize="small")
     fig.rcteach_layout = a
     return fig
 
@@ -112,7 +133,9 @@ def depth_figure(data: DepthData, fig=None):
     shown = data.predicted_mu is not None
     a["predicted"].set_visible(shown)
     a["predicted"].set_data(layers if shown else [], data.predicted_mu if shown else [])
-    a["ax_mu"].legend(handles=[a["mu"][1]] + [a["predicted"]] * shown, loc="lower left", fontsize="small")
+    if a.get("legend_shows") != shown:  # a new legend only when its entries change (building one is ~5 ms)
+        a["ax_mu"].legend(handles=[a["mu"][1]] + [a["predicted"]] * shown, loc="lower left", fontsize="small")
+        a["legend_shows"] = shown
     for key in ("mu", "norm"):
         show_draws(a["ax_" + key], a[key], layers, getattr(data, key))
     a["sr"].set_data(layers, np.nanmedian(data.stable_rank, 1))
