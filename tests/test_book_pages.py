@@ -91,6 +91,7 @@ def test_download_menu_and_collapsed_solutions_in_a_browser(built_book):
     with sync_playwright() as p:
         browser = launch(p)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.route("**/mathjax/**", lambda r: r.abort())  # the maths play no part here (3 s of CPU a page)
         for name in toc_files():
             page.goto((html / f"{name}.html").as_uri(), wait_until="load")
             page.locator(".dropdown-download-buttons button").first.click()
