@@ -271,7 +271,8 @@ def depth_explorer(*, depth=12, attention="iid", centred=False, norm=None, skip=
     """Depth explorer: μ, both stable ranks and ‖X‖_F per layer of a stack of attention layers.
 
     Controls: depth, attention model, centring, norm, skip, values and value scale σ_V² d, s².
-    Returns an :func:`Explorer`; its compute function is :class:`rcteach.explorers.DepthPrefixes` (:func:`rcteach.explorers.depth_data`, a shallower depth sliced from the deepest computed), which
+    Returns an :func:`Explorer`; its compute function is :class:`rcteach.explorers.DepthPrefixes`
+    (:func:`rcteach.explorers.depth_data`, a shallower depth sliced from the deepest stack computed), which
     checks the starting values; precomputed over depth, norm and skip.
     """
     compute = ex.DepthPrefixes()  # a shallower depth is sliced from the deepest stack computed
