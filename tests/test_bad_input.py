@@ -470,7 +470,7 @@ CASES = [
     Case("train_copy", training.train_copy, lambda: dict(T=3, d=4, vocab=3, depth=1, steps=1, batch=2),
          dict(init=choices(training.INITS), T=bad_int(minimum=2), d=bad_int(minimum=2), vocab=bad_int(minimum=2),
               depth=bad_int(minimum=1), steps=bad_int(minimum=1), lr=bad_real(positive=True), batch=bad_int(minimum=1),
-              s2=BAD_S2, seed=BAD_SEED)),
+              s2=BAD_S2, seed=BAD_SEED, eval_every=bad_int(minimum=1))),
     Case("consensus_gradients", training.consensus_gradients, lambda: dict(eps=[0.1, 0.01], T=3, d=4, vocab=3),
          dict(eps=st.one_of(st.sampled_from([[], (), 0.1, "0.1", None, [0.1, "1"], [True], [2.0], [1e300]]),
                             st.lists(bad_real(positive=True, maximum=1.0), min_size=1, max_size=2)),
