@@ -455,6 +455,10 @@ CASES = [
               masks=st.sampled_from([("full",), "causal", (3,)]), seed=BAD_SEED, device=BAD_DEVICE, dtype=BAD_DTYPE)),
     Case("layernorm_table", wu_table.layernorm_table, lambda: dict(layers=(0, 1), T=4, d=4, seeds=1, window=1),
          dict(layers=st.sampled_from([(0, 5.5), ("1",), (-1,), 3, None]))),
+    Case("table_rows", wu_table.table_rows,
+         lambda: dict(runs=wu_table.layernorm_runs(T=4, d=4, depth=1, seeds=1, masks=("causal",)), layers=(0, 1)),
+         dict(runs=st.sampled_from([None, {}.items(), {"causal": 3}, [1]]),
+              layers=st.sampled_from([(0, 5.5), ("1",), (-1,), 3, None, (0, 2)]))),
     Case("format_table", wu_table.format_table, lambda: dict(rows=[wu_table.LNRow("causal", 0, 1.0, 0.1, 0.5)]),
          dict(rows=st.sampled_from([None, 3, ["row"], [{"mask": "causal"}]]), scale=bad_real(positive=True))),
     # free probability, training, grid
