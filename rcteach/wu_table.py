@@ -13,14 +13,12 @@ of the authors' setting (chapter "LayerNorm").
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
-from importlib import resources
 
 import torch
 
-from . import _validate
+from . import _validate, shipped
 from .depth import Trajectory, propagate
 from .masks import MASK_KINDS, make_mask
 from .norms import NORMS
@@ -29,7 +27,7 @@ from .tokens import gaussian_tokens
 
 __all__ = ["PUBLISHED_TABLE", "PAPER_SETTING", "PATTERN", "LNRow", "rho_from_mu0", "logit_s2", "layernorm_runs",
            "table_pattern", "VARIANTS", "VARIANT_SETTINGS", "VARIANT_LAYERS", "variant_table",
-           "shipped_variant_table", "layernorm_table", "table_rows", "format_table"]
+           "variant_data", "shipped_variant_table", "layernorm_table", "table_rows", "format_table"]
 
 #: The authors' published mean (std) of mu over runs, 128 layers, LayerNorm, orthogonal W_V
 #: (T, d, window and initialisation not published).  std None where not given.  mu_0 ~ 274.8
@@ -174,10 +172,6 @@ VARIANTS = {"reconstruction": {}, "no dropout": {"dropout": 0.0}, "uncorrelated 
 VARIANT_SETTINGS = dict(d=64, seeds=4, depth=128, seed=0)
 #: The layers at which :func:`variant_table` records the mean relative mu.
 VARIANT_LAYERS = (0, 32, 64, 96, 128)
-#: Where :func:`variant_table` at :data:`VARIANT_SETTINGS` is shipped (``scripts/ln_variants.py`` writes it).
-VARIANT_FILE = "ln_variants.json"
-
-
 def variant_table(names=tuple(VARIANTS), *, d=64, seeds=4, depth=128, seed=0) -> dict[str, dict]:
     """The robustness table: for each variant ``names`` (keys of :data:`VARIANTS`), :func:`layernorm_runs`
     of PAPER_SETTING with that change at width ``d`` (no stable ranks), summarised as
@@ -204,11 +198,17 @@ def variant_table(names=tuple(VARIANTS), *, d=64, seeds=4, depth=128, seed=0) ->
     return out
 
 
+def variant_data() -> dict:
+    """What ``rcteach/ln_variants.json`` holds (:mod:`rcteach.shipped`): ``{"settings": VARIANT_SETTINGS,
+    "layers": VARIANT_LAYERS, "variants": variant_table(**VARIANT_SETTINGS)}``."""
+    return {"settings": VARIANT_SETTINGS, "layers": list(VARIANT_LAYERS),
+            "variants": variant_table(**VARIANT_SETTINGS)}
+
+
 def shipped_variant_table() -> dict:
-    """The shipped :func:`variant_table` (``rcteach/ln_variants.json``): ``{"settings":
-    VARIANT_SETTINGS as run, "layers": VARIANT_LAYERS, "variants": variant_table(**settings)}``
-    (tests/test_wu_table.py recomputes a variant and compares)."""
-    return json.loads(resources.files(__package__).joinpath(VARIANT_FILE).read_text(encoding="utf-8"))
+    """The shipped :func:`variant_data` (``rcteach/ln_variants.json``, written by ``scripts/precompute.py``;
+    tests/test_wu_table.py recomputes a variant and compares)."""
+    return shipped.load("ln_variants")
 
 
 def layernorm_table(*, layers=(0, 32, 64, 96, 128), **settings) -> list[LNRow]:

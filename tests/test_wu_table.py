@@ -87,7 +87,7 @@ def test_format_table_scale():
 
 
 def test_shipped_variant_table_is_what_the_script_writes():
-    """rcteach/ln_variants.json (scripts/ln_variants.py): the settings and layers of the code, every
+    """rcteach/ln_variants.json (scripts/precompute.py): the settings and layers of the code, every
     variant, and one variant recomputed: the same pattern and, where mu is not at the float32 floor
     (relative mu > 1e-3; the floor's round-off differs between CPUs), the same relative mu to 1e-4.
     About 2 s of CPU ("no dropout": no dropout draws)."""
