@@ -55,6 +55,11 @@ __all__ = [
     "deep_stable_ranks",
     "deep_stable_rank_data",
     "shipped_deep_stable_ranks",
+    "GRAM_SETTINGS",
+    "GRAM_INPUTS",
+    "gram_stable_ranks",
+    "gram_stable_rank_data",
+    "shipped_gram_stable_ranks",
 ]
 
 MODEL_NAMES = ("bert-base", "roberta-base", "tinybert", "gpt2")
@@ -501,3 +506,64 @@ def shipped_deep_stable_ranks() -> dict:
     data = shipped.load("deep_stable_ranks")["stable_rank"]
     return {(name, centred): torch.tensor(data[name]["centred" if centred else "softmax"], dtype=torch.float64)
             for name in data for centred in (False, True)}
+
+
+# -- the Gram stable ranks of chapter "Real transformers" ------------------------------------------
+
+#: The runs of :func:`gram_stable_ranks` shipped in ``rcteach/gram_stable_ranks.json``: the models
+#: (built at seed 0, ``keep_tokens=TEXT_VOCABULARY``, in ``dtype``), their T and random-input batch.
+GRAM_SETTINGS = {"tinybert": dict(Ts=(64, 128, 256, 512), batch=4, dtype="float64"),
+                 "roberta-base": dict(Ts=(64, 128), batch=1, dtype="float32")}
+#: The inputs of :func:`gram_stable_ranks`: (input, centred).
+GRAM_INPUTS = (("random", False), ("text", False), ("text", True))
+
+
+def gram_stable_ranks(name, Ts=None, *, inputs=GRAM_INPUTS) -> dict:
+    """Gram stable rank (sum s^4 / s_1^4) of every hidden state of model ``name`` at initialisation.
+
+    The model as :data:`GRAM_SETTINGS` builds it; for each T (default: the settings' Ts) and each
+    (input, centred) of ``inputs``: ``random_embeddings(name, T, batch=batch, seed=1)`` (distinct
+    random tokens) or ``text_token_ids(name, T)`` (the book's text), softmax or centred attention.
+    Returns {(input, centred): float64 tensor (L + 1, len(Ts))}, the mean over the batch, index 0
+    the embeddings.  About 9 s of CPU pinned for both models at the settings (18 forward passes):
+    the chapter reads :func:`shipped_gram_stable_ranks`.
+    """
+    key = _check_name(name)
+    if key not in GRAM_SETTINGS:
+        raise ValueError(f"name must be one of {tuple(GRAM_SETTINGS)}, got {name!r}")
+    setting = GRAM_SETTINGS[key]
+    Ts = setting["Ts"] if Ts is None else Ts
+    if isinstance(Ts, (str, int)) or not isinstance(Ts, (tuple, list)) or not Ts:
+        raise TypeError(f"Ts must be a non-empty tuple of ints, got {Ts!r}")
+    for inp, centred in inputs:
+        _validate.choice("inputs", inp, ("random", "text"))
+    net = build_model(key, seed=0, keep_tokens=TEXT_VOCABULARY, dtype=getattr(torch, setting["dtype"]))
+    out = {}
+    for inp, centred in inputs:
+        vals = []
+        for T in Ts:
+            x = (dict(input_ids=text_token_ids(key, T)) if inp == "text" else
+                 dict(inputs_embeds=random_embeddings(key, T, batch=setting["batch"], seed=1)))
+            vals.append(measure(net, **x, centred=centred, spectra=None).stable_rank_gram.mean(1))
+        out[inp, centred] = torch.stack(vals, 1)
+    return out
+
+
+def _run_label(inp, centred) -> str:
+    return f"{inp}, centred" if centred else inp
+
+
+def gram_stable_rank_data() -> dict:
+    """What ``rcteach/gram_stable_ranks.json`` holds (:mod:`rcteach.shipped`): the settings and
+    :func:`gram_stable_ranks` of each model, as {name: {"random" | "text" | "text, centred": lists}}."""
+    return {"settings": GRAM_SETTINGS,
+            "gram_stable_rank": {name: {_run_label(*k): v.tolist() for k, v in gram_stable_ranks(name).items()}
+                                 for name in GRAM_SETTINGS}}
+
+
+def shipped_gram_stable_ranks() -> dict:
+    """The shipped :func:`gram_stable_ranks` of both models at :data:`GRAM_SETTINGS`:
+    {(name, input, centred): tensor (L + 1, len(Ts))} (tests/test_models.py recomputes one and compares)."""
+    data = shipped.load("gram_stable_ranks")["gram_stable_rank"]
+    return {(name, *k): torch.tensor(data[name][_run_label(*k)], dtype=torch.float64)
+            for name in data for k in GRAM_INPUTS}

@@ -20,7 +20,8 @@ def producers() -> dict:
     """name -> function of no arguments returning the JSON data of ``rcteach/<name>.json``."""
     from . import models, wu_table
 
-    return {"ln_variants": wu_table.variant_data, "deep_stable_ranks": models.deep_stable_rank_data}
+    return {"ln_variants": wu_table.variant_data, "deep_stable_ranks": models.deep_stable_rank_data,
+            "gram_stable_ranks": models.gram_stable_rank_data}
 
 
 def path(name) -> Path:

@@ -221,3 +221,17 @@ def test_deep_stable_ranks_bad_input():
         models.deep_stable_ranks(("gpt2",), 32)
     with pytest.raises(ValueError, match="name"):
         shipped.load("no such data")
+
+
+def test_shipped_gram_stable_ranks_are_what_the_script_writes():
+    """rcteach/gram_stable_ranks.json (scripts/precompute.py): the settings of the code, and RoBERTa's
+    T = 64 text run with centred attention recomputed, to 1e-5 (float32; about 3 s)."""
+    assert shipped.load("gram_stable_ranks")["settings"] == json.loads(json.dumps(models.GRAM_SETTINGS))
+    stored = models.shipped_gram_stable_ranks()
+    assert set(stored) == {(n, *run) for n in models.GRAM_SETTINGS for run in models.GRAM_INPUTS}
+    [fresh] = models.gram_stable_ranks("roberta-base", (64,), inputs=[("text", True)]).values()
+    assert torch.allclose(fresh[:, 0], stored["roberta-base", "text", True][:, 0], rtol=1e-5, atol=0)
+    with pytest.raises(ValueError, match="name"):
+        models.gram_stable_ranks("gpt2")
+    with pytest.raises(ValueError, match="inputs"):
+        models.gram_stable_ranks("tinybert", (8,), inputs=[("noise", False)])
