@@ -43,6 +43,23 @@ class _JupytextFormat:
 
 
 @pytest.fixture(scope="session")
+def built_book(tmp_path_factory, worker_id):
+    """The book built once per session (tests/_book.py): ``(the build's CompletedProcess, its HTML folder)``.
+
+    Under xdist the folder is shared by the workers (the parent of each worker's base temporary folder)
+    and a file lock makes the first worker that asks build it while the others wait for it."""
+    from filelock import FileLock
+
+    from _book import build_book
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base if worker_id == "master" else base.parent
+    with FileLock(shared / "book.lock"):
+        (shared / "book").mkdir(exist_ok=True)
+        return build_book(shared / "book")
+
+
+@pytest.fixture(scope="session")
 def working_sandbox():
     """The grading tests' precondition: a bwrap sandbox that works on this machine.
 
@@ -138,7 +155,10 @@ def pytest_collect_file(file_path, parent):
 def pytest_collection_modifyitems(config, items):
     # The book build is the longest single test (every chapter executed): its module goes first, so
     # that with ``-n 2 --dist loadscope`` one worker builds the book while the other runs the rest.
-    items.sort(key=lambda item: item.get_closest_marker("book") is None)
+    # The browser tests of the built pages go last, to the worker that is free first: it waits for the
+    # build if it is not done (the ``built_book`` fixture) and runs them while the builder prints the PDF.
+    items.sort(key=lambda item: (item.get_closest_marker("book") is None,
+                                 item.get_closest_marker("book_pages") is not None))
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device")

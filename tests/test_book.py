@@ -1,44 +1,21 @@
-"""The whole book builds from a clean tree (every chapter executed, warnings as errors), and every
-built page works in a browser with no network: maths rendered, figures loaded, the explorers'
-saved views present, no console errors.
+"""The whole book builds from a clean tree (every chapter executed, warnings as errors), and what the
+build writes: the pages' files, their size, their downloads, the PDF of the whole book.  The built pages
+in a browser: tests/test_book_pages.py.
 
-The book is built once per test session, by the module fixture below; the build test and the page
-tests live in this one module so that ``pytest -n 2 --dist loadscope`` runs them in one worker.
+The book is built once per test session (the ``built_book`` fixture of conftest.py, tests/_book.py).
+This module goes first (conftest.py), so that under ``pytest -n 2`` one worker builds the book while
+the other runs the rest, then prints the PDF while the other opens the pages.
 """
 
-import os
 import re
 import subprocess
 import sys
 import unicodedata
-from pathlib import Path
 
 import pytest
-import yaml
 
-from _browser import launch, needs_browser
-
-ROOT = Path(__file__).resolve().parents[1]
-EXPLORER_CHAPTERS = {  # chapter -> the explorer its "Explore" section shows
-    "book/02_spectral_gap": "spectrum_explorer",
-    "book/04_width": "width_explorer",
-    "book/05_depth": "depth_explorer",
-    "book/09_mask_collapse": "mask_explorer",
-}
-
-
-def toc_files() -> list[str]:
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    files = [toc["root"]]
-    for part in toc.get("parts", []):
-        files += [chapter["file"] for chapter in part.get("chapters", [])]
-    return files
-
-
-#: A chapter kernel that lost its TCP ports to a kernel started at the same moment by another process
-#: (jupyter_client picks free ports, the kernel binds them a moment later: jupyter/jupyter_client#487)
-#: dies at start; the build is then run once more.  A failing chapter does not print these.
-KERNEL_PORT_RACE = ("Address already in use", "Kernel died before replying to kernel_info")
+from _book import EXPLORER_CHAPTERS, ROOT, built, chapter_title, toc_files
+from _browser import needs_browser
 
 
 #: A link to another chapter: ``[text](NN_name.md)``, which Jupyter Book resolves to the chapter's page
@@ -80,24 +57,6 @@ def test_the_intro_says_how_to_install_and_open_a_chapter():
     assert "Open With" not in intro
 
 
-@pytest.fixture(scope="module")
-def built_book(tmp_path_factory):
-    """Vendor the front-end files (``make vendor``), build the book once; the build's result.
-
-    ``RCTEACH_BOOK_HTML=path/to/_build/html`` tests a book built already (no build here)."""
-    if os.environ.get("RCTEACH_BOOK_HTML"):
-        return subprocess.CompletedProcess([], 0, "", ""), Path(os.environ["RCTEACH_BOOK_HTML"]).resolve()
-    vendor = subprocess.run(["make", "-C", str(ROOT), "vendor"], capture_output=True, text=True, timeout=600)
-    assert vendor.returncode == 0, "make vendor failed:\n" + vendor.stdout[-3000:] + vendor.stderr[-3000:]
-    out = tmp_path_factory.mktemp("book")
-    cmd = [sys.executable, str(ROOT / "scripts" / "build_book.py"), str(ROOT), "--all", "--warningiserror",
-           "--keep-going", "--path-output", str(out)]  # jupyter-book build, the chapters in parallel
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
-    if proc.returncode != 0 and any(s in proc.stdout + proc.stderr for s in KERNEL_PORT_RACE):
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)  # once more, see KERNEL_PORT_RACE
-    return proc, out / "_build" / "html"
-
-
 @pytest.mark.book
 def test_book_builds_with_execution_and_no_warnings(built_book):
     proc, html = built_book
@@ -107,13 +66,6 @@ def test_book_builds_with_execution_and_no_warnings(built_book):
         assert page.exists(), f"{page} was not built"
         text = page.read_text(encoding="utf-8")
         assert "Traceback" not in text, f"{name} shows a traceback"
-
-
-def _built(built_book):
-    proc, html = built_book
-    if proc.returncode != 0:
-        pytest.fail("the book did not build (see test_book_builds_with_execution_and_no_warnings)")
-    return html
 
 
 @pytest.mark.book
@@ -133,7 +85,7 @@ def test_only_the_state_of_shown_widgets_is_kept():
 def test_pages_carry_no_state_of_widgets_they_do_not_show(built_book):
     """The explorer chapters create ipywidgets explorers but show their precomputed views: no saved
     widget state (66-136 kB before) and no widget embedder on a page without widget views."""
-    html = _built(built_book)
+    html = built(built_book)
     for name in toc_files():
         text = (html / f"{name}.html").read_text(encoding="utf-8")
         if "application/vnd.jupyter.widget-view+json" not in text:
@@ -144,7 +96,7 @@ def test_pages_carry_no_state_of_widgets_they_do_not_show(built_book):
 @pytest.mark.book
 def test_pages_load_nothing_from_the_network(built_book):
     """Every <script src> and <link href> of every page is a file of the book itself."""
-    html = _built(built_book)
+    html = built(built_book)
     for name in toc_files():
         text = (html / f"{name}.html").read_text(encoding="utf-8")
         for tag, attr in (("script", "src"), ("link", "href")):
@@ -158,69 +110,6 @@ def test_pages_load_nothing_from_the_network(built_book):
 
 
 @pytest.mark.book
-@needs_browser
-def test_every_page_renders_offline_in_a_browser(built_book):
-    """Open every page with the network cut: maths typeset, images loaded, explorers drawn, no errors."""
-    from playwright.sync_api import sync_playwright
-
-    html = _built(built_book)
-    toc = toc_files()
-    problems = []
-    with sync_playwright() as p:
-        browser = launch(p)
-        context = browser.new_context()
-        outside = []
-
-        def route(r):
-            if r.request.url.startswith(("file://", "data:")):
-                r.continue_()
-            else:
-                outside.append(r.request.url)
-                r.abort()
-
-        context.route("**/*", route)
-        for name in toc:
-            page = context.new_page()
-            errors = []
-            page.on("console", lambda m, errors=errors: errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e, errors=errors: errors.append(f"uncaught: {e}"))
-            page.on("requestfailed", lambda r, errors=errors: errors.append(f"failed to load {r.url}"))
-            page.goto((html / f"{name}.html").as_uri(), wait_until="load")
-            n_views = page.locator('script[type="application/vnd.jupyter.widget-view+json"]').count()
-            if page.locator(".math").count():
-                page.wait_for_function("window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=30000)
-                page.evaluate("MathJax.startup.promise")
-                untypeset = page.evaluate("Array.from(document.querySelectorAll('.math')).filter("
-                                          "e => !e.querySelector('mjx-container')).length")
-                if untypeset:
-                    problems.append(f"{name}: {untypeset} maths not typeset")
-            if n_views:
-                try:  # the embedder replaces each view script by the rendered widget
-                    page.wait_for_function(f"document.querySelectorAll('.rcteach-explorer').length >= {n_views}",
-                                           timeout=30000)
-                except Exception:
-                    problems.append(f"{name}: {n_views} saved widget views, not all rendered")
-            for explorer in page.locator(".rcteach-explorer").all():
-                if explorer.locator("img").count() != 1 or "ms" not in explorer.inner_text():
-                    problems.append(f"{name}: an explorer without its figure or status")
-            if name in EXPLORER_CHAPTERS and page.locator(".rcteach-static-explorer img").count() != 1:
-                problems.append(f"{name}: no precomputed view of {EXPLORER_CHAPTERS[name]}")
-            main = page.evaluate("(() => { const m = document.querySelector('main').cloneNode(true);"
-                                 " m.querySelectorAll('pre, code, .cell_input').forEach(e => e.remove());"
-                                 " return m.innerText; })()")
-            if "$$" in main or re.search(r"\\\(|\\\[", main):
-                problems.append(f"{name}: raw TeX delimiters in the text")
-            broken = page.evaluate("Array.from(document.images).filter(i => !(i.complete && i.naturalWidth > 0))"
-                                   ".map(i => i.src.slice(0, 80))")
-            problems += [f"{name}: image not loaded: {src}" for src in broken]
-            problems += [f"{name}: console: {e}" for e in errors]
-            page.close()
-        browser.close()
-    problems += [f"tried to reach the network: {url}" for url in outside]
-    assert not problems, "\n".join(problems)
-
-
-@pytest.mark.book
 def test_every_chapter_offers_a_clean_notebook_download(built_book):
     """The download menu of every page links ``_sources/<page>.ipynb``: the chapter as a notebook
     without outputs (book/_ext/notebook_download.py), the same cells as its MyST source."""
@@ -230,7 +119,7 @@ def test_every_chapter_offers_a_clean_notebook_download(built_book):
     from rcteach.tools.notebooks import CHAPTER_LINK as CHAPTER_LINK_MD
     from rcteach.tools.notebooks import kernel_language_info
 
-    html = _built(built_book)
+    html = built(built_book)
     for name in toc_files():
         text = (html / f"{name}.html").read_text(encoding="utf-8")
         links = re.findall(r'<a href="([^"]*_sources/[^"]*\.ipynb)"', text)
@@ -249,10 +138,6 @@ def test_every_chapter_offers_a_clean_notebook_download(built_book):
         assert notebook.metadata["language_info"] == kernel_language_info(), name  # what JupyterLab would add
 
 
-def chapter_title(name: str) -> str:
-    return re.search(r"^# (.+)$", (ROOT / f"{name}.md").read_text(encoding="utf-8"), re.M).group(1)
-
-
 @pytest.mark.book
 @needs_browser
 def test_the_whole_book_prints_to_one_pdf(built_book):
@@ -263,7 +148,7 @@ def test_the_whole_book_prints_to_one_pdf(built_book):
     number of pages."""
     import pypdf
 
-    html = _built(built_book)
+    html = built(built_book)
     out = html.parent.parent
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "book_pdf.py"), "--path-output", str(out)],
                           capture_output=True, text=True, timeout=900)
@@ -291,7 +176,7 @@ PAGE_BUDGET, BOOK_BUDGET = 4 * MB, 60 * MB  # issue #19: an explorer adds <= 4 M
 
 @pytest.mark.book
 def test_book_and_explorer_pages_within_their_size_budget(built_book):
-    html = _built(built_book)
+    html = built(built_book)
     total = sum(f.stat().st_size for f in html.rglob("*") if f.is_file())
     assert total <= BOOK_BUDGET, f"_build/html is {total / MB:.1f} MB"
     for name in EXPLORER_CHAPTERS:
@@ -299,157 +184,3 @@ def test_book_and_explorer_pages_within_their_size_budget(built_book):
         views = re.findall(r'<div class="rcteach-static-explorer">.*?</script></div>', text, re.S)
         assert len(views) == 1, f"{name}: {len(views)} precomputed views"
         assert len(views[0].encode()) <= PAGE_BUDGET, f"{name}: the explorer adds {len(views[0]) / MB:.1f} MB"
-
-
-@pytest.mark.book
-@needs_browser
-def test_download_menu_and_collapsed_solutions_in_a_browser(built_book):
-    """On every chapter page: the download menu, opened, offers ``.ipynb``; every solution cell has
-    its code in a closed toggle and its output in one closed ``details.rcteach-solution``
-    (``rcteach.solution()``, as in JupyterLab): nothing of the answer shows under the exercise."""
-    from playwright.sync_api import sync_playwright
-
-    html = _built(built_book)
-    problems = []
-    with sync_playwright() as p:
-        browser = launch(p)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        for name in toc_files():
-            page.goto((html / f"{name}.html").as_uri(), wait_until="load")
-            page.locator(".dropdown-download-buttons button").first.click()
-            item = page.locator(".dropdown-download-buttons .dropdown-item", has_text=".ipynb")
-            if not item.count() or not item.first.is_visible():
-                problems.append(f"{name}: no visible .ipynb in the download menu")
-            cells = page.evaluate(
-                "Array.from(document.querySelectorAll('.cell.tag_solution')).map(c => {"
-                " const d = c.querySelector(':scope > details.hide'), o = c.querySelector('.cell_output');"
-                " const answers = o ? o.querySelectorAll(':scope .output details.rcteach-solution') : [];"
-                " return {toggle: !!(d && d.querySelector('.cell_input')), open: !!(d && d.open),"
-                " outputs: o ? o.querySelectorAll(':scope > .output').length : 0, answers: answers.length,"
-                " closed: Array.from(answers).every(a => !a.open),"
-                " shown: Array.from(c.querySelectorAll('.cell_input, .rcteach-solution-body'))"
-                ".some(e => e.checkVisibility())}; })")
-            for i, cell in enumerate(cells):
-                if (not cell["toggle"] or cell["open"] or cell["outputs"] != 1 or cell["answers"] != 1
-                        or not cell["closed"] or cell["shown"]):
-                    problems.append(f"{name}: solution cell {i} not collapsed with its outputs: {cell}")
-        browser.close()
-    assert not problems, "\n".join(problems)
-
-
-PHONE = {"width": 390, "height": 844}
-
-
-@pytest.mark.book
-@needs_browser
-def test_on_a_phone_the_menu_opens_and_check_tables_keep_their_verdict_in_view(built_book):
-    """At 390 x 844 on every page: exactly one ☰ button shows; tapping it shows the contents (a
-    link to every chapter); the page never scrolls sideways; every check table keeps its verdict
-    column (PASS/FAIL) on screen, its other columns scrolling inside the cell."""
-    from playwright.sync_api import sync_playwright
-
-    html = _built(built_book)
-    problems, tables = [], 0
-    with sync_playwright() as p:
-        browser = launch(p)
-        page = browser.new_page(viewport=PHONE)
-        for name in toc_files():
-            page.goto((html / f"{name}.html").as_uri(), wait_until="load")
-            sideways = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
-            if sideways > 0:
-                problems.append(f"{name}: the page scrolls {sideways} px sideways")
-            verdicts = page.evaluate(
-                "Array.from(document.querySelectorAll('table.rcteach-checks')).flatMap(t =>"
-                " Array.from(t.querySelectorAll('tr > :last-child')).map(c => {"
-                " const r = c.getBoundingClientRect(); return [c.innerText, r.left, r.right]; }))")
-            tables += page.locator("table.rcteach-checks").count()
-            problems += [f"{name}: verdict {text!r} at x = {left:.0f}..{right:.0f}, off a {PHONE['width']} px screen"
-                         for text, left, right in verdicts if left < 0 or right > PHONE["width"]]
-            toggles = page.locator(".primary-toggle:visible")
-            if toggles.count() != 1:
-                problems.append(f"{name}: {toggles.count()} visible contents buttons")
-                continue
-            toggles.first.click()
-            try:
-                page.locator("nav.bd-links a").first.wait_for(state="visible", timeout=5000)
-            except Exception:
-                problems.append(f"{name}: the contents button shows no contents")
-                continue
-            shown = page.locator("nav.bd-links a:visible").count()
-            if shown < len(toc_files()) - 1:
-                problems.append(f"{name}: the contents show {shown} links")
-        browser.close()
-    if not tables:
-        problems.append("no check table in the book (table.rcteach-checks from rcteach.check)")
-    assert not problems, "\n".join(problems)
-
-
-@pytest.mark.book
-@needs_browser
-def test_search_from_disk_shows_snippets_without_errors(built_book):
-    """The search page opened from disk (file://): searching a word lists pages, each with a
-    snippet of its text holding the word (book/_ext/offline_search.py), and no console error."""
-    from playwright.sync_api import sync_playwright
-
-    html = _built(built_book)
-    with sync_playwright() as p:
-        browser = launch(p)
-        page = browser.new_page()
-        errors = []
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("requestfailed", lambda r: errors.append(f"failed to load {r.url}"))
-        page.goto((html / "search.html").as_uri() + "?q=spectral", wait_until="load")
-        page.wait_for_function("/found/.test(document.querySelector('#search-results .search-summary')?.innerText)"
-                               " && document.querySelectorAll('#search-results li').length > 0 && Array.from("
-                               "document.querySelectorAll('#search-results li')).every(li => "
-                               "li.querySelector('p.context'))",
-                               timeout=30000)
-        hits = page.evaluate("Array.from(document.querySelectorAll('#search-results li')).map(li =>"
-                             " [li.querySelector('a').innerText, li.querySelector('p.context').innerText])")
-        browser.close()
-    assert any(title.endswith("The spectral gap") for title, _ in hits), hits
-    assert all("spectral" in snippet.lower() for _, snippet in hits), hits
-    assert not errors, errors
-
-
-@pytest.mark.book
-@needs_browser
-def test_explorers_move_in_the_static_book(built_book):
-    """On each explorer page, offline: moving the first slider changes the figure, the maths renders,
-    the page says the figures are precomputed, and no request leaves the machine."""
-    from playwright.sync_api import sync_playwright
-
-    html = _built(built_book)
-    problems, outside = [], []
-    with sync_playwright() as p:
-        browser = launch(p)
-        for width in (1400, 800):  # the book's full width, and a narrow window
-            context = browser.new_context(viewport={"width": width, "height": 1000})
-            context.route("**/*", lambda r: r.continue_() if r.request.url.startswith(("file:", "data:"))
-                          else (outside.append(r.request.url), r.abort()))
-            for name in EXPLORER_CHAPTERS:
-                page = context.new_page()
-                page.goto((html / f"{name}.html").as_uri(), wait_until="load")
-                view = page.locator(".rcteach-static-explorer").first
-                slider = view.locator("input[type=range]:not([disabled])").first
-                img = view.locator("img")
-                before = img.get_attribute("src")
-                slider.focus()
-                page.keyboard.press("ArrowRight" if slider.input_value() == "0" else "ArrowLeft")
-                if img.get_attribute("src") == before:
-                    problems.append(f"{name} at {width} px: moving the first slider left the figure")
-                track = slider.bounding_box()["width"]
-                if track < 150:
-                    problems.append(f"{name} at {width} px: slider track {track:.0f} px")
-                if "precomputed in the static book; run the chapter in JupyterLab" not in view.inner_text():
-                    problems.append(f"{name}: no note that the figures are precomputed")
-                page.wait_for_function("window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=30000)
-                page.evaluate("MathJax.startup.promise")
-                if not page.locator("mjx-container").count() or page.evaluate(
-                        "Array.from(document.querySelectorAll('.math')).some(e => !e.querySelector('mjx-container'))"):
-                    problems.append(f"{name}: maths not rendered")
-                page.close()
-            context.close()
-        browser.close()
-    problems += [f"tried to reach the network: {url}" for url in outside]
-    assert not problems, "\n".join(problems)

@@ -50,7 +50,7 @@ def test_json_subprocess():
 
 def test_parser_defaults():
     args = build_parser().parse_args(["check"])
-    assert (args.mode, args.k, args.json, args.device) == ("quick", "*", False, None)
+    assert (args.mode, args.k, args.json, args.device) == ("quick", None, False, None)  # None: every check
     assert build_parser().parse_args(["check", "--full", "-k", "x*"]).mode == "full"
 
 
@@ -80,6 +80,7 @@ def test_failing_check_exit_one(temporary_checks, capsys):
     out = capsys.readouterr().out
     assert out.rstrip().endswith("1 passed, 1 failed")
     assert main(["check", "-k", f"{prefix}-ok"]) == 0  # the pattern selects
+    assert main(["check", "-k", f"{prefix}-ok", "-k", f"{prefix}-bad"]) == 1  # any of several patterns
     capsys.readouterr()
 
 

@@ -91,9 +91,11 @@ def _text(results, mutants: bool) -> str:
 
 def _check(args) -> int:
     device = args.device or arg.checked_device()
-    names = [n for n in all_checks() if fnmatch.fnmatch(n, args.k)]
+    globs = args.k or ["*"]
+    names = [n for n in all_checks() if any(fnmatch.fnmatch(n, glob) for glob in globs)]
     if not names:
-        raise UsageError(f"-k {args.k!r} matches no check; registered: {', '.join(all_checks())}")
+        shown = " -k ".join(map(repr, globs))
+        raise UsageError(f"-k {shown} matches no check; registered: {', '.join(all_checks())}")
     if not args.json:
         from tqdm.auto import tqdm
 
@@ -167,7 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--device", type=arg.device, default=None,
                        help="torch device (default: $RCTEACH_DEVICE, else cuda if available, else cpu)")
     check.add_argument("--json", action="store_true", help="print the results as JSON")
-    check.add_argument("-k", default="*", metavar="GLOB", help="run only the checks whose name matches GLOB")
+    check.add_argument("-k", action="append", metavar="GLOB",
+                       help="run only the checks whose name matches GLOB (repeated: any of the GLOBs)")
     check.add_argument("--mutants", action="store_true",
                        help=("also test each check against its mutants (declared wrong predictions, and the prediction "
                              "off by 1.5 x resolves and by 5%%, generated) on every base seed; exit 1 if any survives "
