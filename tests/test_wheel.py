@@ -25,8 +25,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from rcteach.shipped import producers
 from rcteach.checks import all_checks
+from rcteach.shipped import producers
 from rcteach.tools.bench_threads import THREAD_VARIABLES
 
 pytestmark = pytest.mark.slow
