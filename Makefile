@@ -12,6 +12,9 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
+# pip without byte-compiling every installed file (1.6 GB of packages: about 110 s of CPU, most of the
+# setup's time); Python compiles a module when it is first imported, so only what runs is compiled.
+PIP    := $(PY) -m pip install --quiet --no-compile
 JOBS   ?= 2
 
 # Front-end files the static book serves itself (see _config.yml: html_static_path, mathjax_path,
@@ -27,14 +30,14 @@ setup: $(VENV)/.installed $(VENV)/.configured
 setup-assign: $(VENV)/.assign-installed
 
 $(VENV)/.assign-installed: $(VENV)/.installed requirements-assign.txt
-	$(PY) -m pip install --quiet -r requirements-assign.txt
+	$(PIP) -r requirements-assign.txt
 	touch $@
 
 # The optional extra for dask sweeps (rcteach.sweep.executor_from, tests/test_grid_sweep.py).
 setup-cluster: $(VENV)/.cluster-installed
 
 $(VENV)/.cluster-installed: $(VENV)/.installed requirements-cluster.txt
-	$(PY) -m pip install --quiet -r requirements-cluster.txt
+	$(PIP) -r requirements-cluster.txt
 	touch $@
 
 # Student notebooks and autograder zips of the three assignments -> _build/assignments/<name>/
@@ -43,8 +46,8 @@ assignments: setup-assign
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
+	$(PIP) --upgrade pip
+	$(PIP) -r requirements.txt
 	touch $@
 
 # Settings copied into the venv (venv-config/ mirrors its layout): JupyterLab opens .md chapters as
@@ -107,7 +110,7 @@ pdf: setup
 # The chapters run once, in the book build (execution with raise_on_error: a cell that fails fails
 # the build, naming its chapter); `make chapters` runs them one by one under nbval instead.
 test: setup setup-assign setup-cluster
-	$(VENV)/bin/ruff check rcteach tests
+	$(VENV)/bin/ruff check rcteach tests conftest.py book/_ext
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) --dist loadscope --no-loadscope-reorder -p no:cacheprovider --durations=30
 
 # Every chapter under nbval, each a test of its own (cells assert what they compute).

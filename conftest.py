@@ -39,7 +39,9 @@ class _JupytextFormat:
 
     @staticmethod
     def read(path, as_version):
-        return jupytext.read(path, as_version=as_version) if str(path).endswith(".md") else nbformat.read(path, as_version)
+        if str(path).endswith(".md"):
+            return jupytext.read(path, as_version=as_version)
+        return nbformat.read(path, as_version)
 
 
 @pytest.fixture(scope="session")

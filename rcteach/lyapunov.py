@@ -14,8 +14,9 @@ is one expectation (Newman): lambda_2 - lambda_1 = E log sin theta(u W, v W) for
   (gap 0), slightly non-orthogonal ones for small eps (:func:`rcteach.theory.near_orthogonal_value_lyapunov`);
 * ``eps=None``: W = G, Gaussian values (:func:`rcteach.theory.gaussian_value_lyapunov`).
 
-Only u W and v W are needed: for O they are two orthonormal vectors uniform on the sphere (the QR of a
-(d, 2) Gaussian matrix), for G two independent N(0, I/d) vectors, so a sample costs O(d), not O(d^3).
+Only u W and v W are needed: for O they are two orthonormal vectors uniform on the sphere (Gram-Schmidt on
+two independent Gaussian vectors of R^d), for G two independent N(0, I/d) vectors, so a sample costs O(d), not
+O(d^3).
 """
 
 from __future__ import annotations
@@ -44,8 +45,11 @@ def value_log_contraction(d, eps=None, *, samples=100_000, seed=None, generator=
         wu, wv = G[:, 0], G[:, 1]
     else:
         eps = _validate.real("eps", eps, minimum=0.0)
-        frame = torch.linalg.qr(torch.randn(samples, d, 2, generator=gen, dtype=f64))[0]  # u O, v O (columns)
-        wu, wv = frame[..., 0] + eps * G[:, 0], frame[..., 1] + eps * G[:, 1]
+        a, b = torch.randn(2, samples, d, generator=gen, dtype=f64)  # u O, v O: Gram-Schmidt, uniform in law
+        a = a / torch.linalg.vector_norm(a, dim=-1, keepdim=True)
+        b = b - (a * b).sum(-1, keepdim=True) * a
+        b = b / torch.linalg.vector_norm(b, dim=-1, keepdim=True)
+        wu, wv = a + eps * G[:, 0], b + eps * G[:, 1]
     cos2 = (wu * wv).sum(-1).square() / (wu.square().sum(-1) * wv.square().sum(-1))
     log_sin = 0.5 * torch.log1p(-cos2)  # (samples,)
     return log_sin.mean().item(), (log_sin.std() / math.sqrt(samples)).item()

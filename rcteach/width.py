@@ -32,13 +32,14 @@ import torch
 from . import _validate
 from .attention import ATTENTIONS, LN2, qk_attention, random_attention
 from .device import make_generator, resolve
+from .grid_kernels import bartlett
 from .logits import qk_weights
 from .metrics import squared_singular_values, stable_ranks_unchecked
 from .norms import NORMS, normalise_unchecked
 from .tokens import gaussian_tokens, orthonormal_tokens
 
-__all__ = ["width_dims", "width_outputs", "stable_ranks_of", "width_stable_ranks", "width_squared_singular_values",
-           "width_point", "noniso_width_ranks"]
+__all__ = ["width_dims", "width_outputs", "width_gram_factors", "stable_ranks_of", "width_stable_ranks",
+           "width_squared_singular_values", "width_point", "noniso_width_ranks"]
 
 
 def width_dims(T, gamma) -> tuple[int, int]:
@@ -77,6 +78,27 @@ def width_outputs(T, gamma, s2=LN2, *, seeds=1, centred=False, attention="iid", 
         Y = X0 @ W_V  # (seeds, T, d)
     out = A @ Y  # (seeds, T, d)
     return out if skip is None else X0 + skip * out
+
+
+def width_gram_factors(T, gamma, s2=LN2, *, seeds=1, centred=False, seed=None, device=None) -> torch.Tensor:
+    """F (seeds, T, min(T, d)) whose Gram matrix F F^T has the law of (A Y)(A Y)^T, Y = X0 W_V: one i.i.d.-logit
+    layer's output (no skip, no normalisation), float64.
+
+    Exact in law, not the draws of :func:`width_outputs`: given A, (A Y)(A Y)^T = A W A^T with W = Y Y^T ~
+    Wishart_T(d, I), and W = L L^T with L the (T, T) Bartlett factor (:func:`rcteach.grid_kernels.bartlett`), so
+    F = A L for d >= T (T^2/2 normals and a T x T product instead of T d); for d < T, F = A Y itself.  The
+    singular values of F and A Y have the same law, hence so do both stable ranks.  A from ``seed``, then L.
+    """
+    T, d = width_dims(T, gamma)
+    s2 = _validate.real("s2", s2, minimum=0.0)
+    seeds = _validate.integer("seeds", seeds, minimum=1)
+    centred = _validate.flag("centred", centred)
+    device, dtype = resolve(device, torch.float64)
+    gen = make_generator(seed, None, device)
+    A = random_attention(T, s2, batch=seeds, centred=centred, generator=gen, device=device, dtype=dtype)
+    if d < T:
+        return A @ torch.randn(seeds, T, d, generator=gen, device=device, dtype=dtype)
+    return A @ bartlett(T, d, gens=[gen], seeds=seeds, dtype=dtype, device=device)
 
 
 def stable_ranks_of(out, *, norm=None, gram=False) -> torch.Tensor:

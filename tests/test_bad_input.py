@@ -388,6 +388,9 @@ CASES = [
     Case("width_squared_singular_values", width.width_squared_singular_values, lambda: dict(T=8, gamma=1.0, seed=0),
          dict(T=bad_int(minimum=2), gamma=bad_real(positive=True), s2=S2_REAL, seeds=bad_int(minimum=1),
               centred=BAD_FLAG, attention=choices(("iid", "qk")), **RANDOM)),
+    Case("width_gram_factors", width.width_gram_factors, lambda: dict(T=8, gamma=0.5, seed=0),
+         dict(T=bad_int(minimum=2), gamma=bad_real(positive=True), s2=S2_REAL, seeds=bad_int(minimum=1),
+              centred=BAD_FLAG, seed=BAD_SEED, device=BAD_DEVICE)),
     Case("width_dims", width.width_dims, lambda: dict(T=8, gamma=0.5),
          dict(T=bad_int(minimum=2), gamma=bad_real(positive=True))),
     # equilibria

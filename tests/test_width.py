@@ -7,7 +7,8 @@ import torch
 
 import rcteach
 from rcteach import theory
-from rcteach.width import width_dims, width_stable_ranks
+from rcteach.metrics import stable_ranks_unchecked
+from rcteach.width import width_dims, width_gram_factors, width_outputs, width_stable_ranks
 
 
 def test_dims():
@@ -26,6 +27,23 @@ def test_shape_range_and_seed(attention, centred, gram):
     assert torch.equal(sr, again)
     other = width_stable_ranks(16, 0.5, seeds=3, centred=centred, gram=gram, attention=attention, d_qk=8, seed=1)
     assert not torch.equal(sr, other)
+
+
+@pytest.mark.parametrize("gamma, centred", [(0.5, False), (0.5, True), (2.0, False)])
+def test_gram_factors_have_the_law_of_the_outputs(gamma, centred):
+    """width_gram_factors (a Bartlett factor for d >= T) gives both stable ranks the law of width_outputs':
+    means over 4000 draws agree to 4 combined standard errors, and d = T instead of 2T is told apart."""
+    T, n = 6, 4000
+    F = width_gram_factors(T, gamma, seeds=n, centred=centred, seed=0)
+    assert F.shape == (n, T, min(T, round(T / gamma))) and F.dtype == torch.float64
+    assert torch.equal(F, width_gram_factors(T, gamma, seeds=n, centred=centred, seed=0))
+    ours, theirs = (torch.stack(stable_ranks_unchecked(x)) for x in
+                    (F, width_outputs(T, gamma, seeds=n, centred=centred, seed=1)))
+    se = ((ours.var(-1) + theirs.var(-1)) / n).sqrt()
+    assert ((ours.mean(-1) - theirs.mean(-1)).abs() <= 4 * se).all()
+    if gamma < 1:  # the test's power: half the degrees of freedom of the Wishart matrix are detected
+        wrong = torch.stack(stable_ranks_unchecked(width_gram_factors(T, 1.0, seeds=n, centred=centred, seed=0)))
+        assert ((wrong.mean(-1) - theirs.mean(-1)).abs() > 4 * se).any()
 
 
 def test_matches_metrics_stable_rank():

@@ -77,8 +77,8 @@ def _prune_widget_state(app, files, body) -> None:
                 attributes["body"] = json.dumps(saved).replace("</", "<\\/")
                 return
             embedder = set(getattr(app.config, "nb_ipywidgets_js", None) or {})
-            files[:] = [f for f in files
-                        if f is not js and str(getattr(f, "filename", f) or "").removeprefix("_static/") not in embedder]
+            files[:] = [f for f in files if f is not js
+                        and str(getattr(f, "filename", f) or "").removeprefix("_static/") not in embedder]
             return
 
 

@@ -2,18 +2,17 @@
 
 Tolerances are computed from each run: a finite-T allowance (stated per check) plus three
 standard errors of the statistic (mean, or median for the centred checks) over that run's seeds.
-The two centred checks measure the Frobenius and the Gram stable rank of the same outputs
-(``shared.width_spectrum``).
+Every check draws the outputs exactly in law through their Gram matrices (``shared.width_ranks``:
+a Bartlett factor of the Wishart matrix (X0 W_V)(X0 W_V)^T, :func:`rcteach.width.width_gram_factors`); the two
+centred checks measure the Frobenius and the Gram stable rank of the same outputs.
 """
 
 from __future__ import annotations
 
 from .. import theory
-from ..metrics import stable_rank_from_squared
 from ..theory import LN2
-from ..width import width_stable_ranks
 from .registry import Comparison, off_by, off_exponent, register
-from .shared import width_spectrum
+from .shared import width_ranks
 from .statistics import mean_se as _mean_se
 from .statistics import median_se as _median_se
 
@@ -41,7 +40,7 @@ from .statistics import median_se as _median_se
     base_seeds=(0, 1000, 2000),
 )
 def width_stable_rank_limit(*, T, gamma, seeds, s2=LN2, seed=0, device=None) -> Comparison:
-    sr = width_stable_ranks(T, gamma, s2, seeds=seeds, seed=seed, device=device)
+    sr = width_ranks(T, gamma, s2, seeds, seed, device)[0]
     mean, se = _mean_se(sr)
     bias = theory.width_stable_rank_bias(T, gamma, s2)
     return Comparison(prediction=theory.width_stable_rank(s2) + bias, measured=mean, tolerance=abs(bias) / 10 + 3 * se)
@@ -64,7 +63,7 @@ def width_stable_rank_limit(*, T, gamma, seeds, s2=LN2, seed=0, device=None) -> 
     coarse=('the excess sr - 1 of one draw spreads by ~12%'),
 )
 def width_gram_stable_rank(*, T, gamma, seeds, s2=LN2, seed=0, device=None) -> Comparison:
-    excess = width_stable_ranks(T, gamma, s2, seeds=seeds, gram=True, seed=seed, device=device) - 1
+    excess = width_ranks(T, gamma, s2, seeds, seed, device)[1] - 1
     mean, se = _mean_se(excess)
     prediction = theory.width_stable_rank_gram(T, gamma, s2) - 1
     return Comparison(prediction=prediction, measured=mean, tolerance=8 / T + 3 * se / prediction, relative=True)
@@ -82,10 +81,11 @@ def width_gram_stable_rank(*, T, gamma, seeds, s2=LN2, seed=0, device=None) -> C
         "T = 1024. Over 32 seeds the median falls short of the limit by 3.3%, 3.5%, 5.7% at T = 256 and by 1.0%, "
         "2.3%, 3.3% at T = 512 for gamma = 1, 0.5, 0.2 (slower than 1/T: an edge effect of the top singular value, "
         "not derived here), with interquartile ranges of 2.3%, 3.8%, 6.3% at T = 512.  Quick mode runs T = 512 "
-        "(at T = 256 a 10% low prediction passed): it resolves ~7% at gamma = 1/2, not 5% (an exception: the "
+        "(at T = 256 a 10% low prediction passed): it resolves 7-8.5% at gamma = 1/2 (16 draws, worst of the base "
+        "seeds), not 5% (an exception: the "
         "finite-T deficit is measured, not derived, and the per-draw spread is large)"
     ),
-    mutants={**off_exponent(1), **off_by(0.08),
+    mutants={**off_exponent(1), **off_by(0.1),
              "the gamma = 1 law used at any gamma": lambda p, s: theory.centred_width_slope(1.0),
              "drops the factor (1 + gamma z)": lambda p, s: theory.centred_width_slope(0.0)},
     quick=dict(T=512, gamma=0.5, seeds=16),
@@ -96,7 +96,7 @@ def width_gram_stable_rank(*, T, gamma, seeds, s2=LN2, seed=0, device=None) -> C
 )
 def centred_width_slope(*, T, gamma, seeds, s2=LN2, seed=0, device=None) -> Comparison:
     slope = theory.centred_width_slope(gamma)
-    sr = stable_rank_from_squared(width_spectrum(T, gamma, s2, seeds, seed, device, centred=True)) / T
+    sr = width_ranks(T, gamma, s2, seeds, seed, device, centred=True)[0] / T
     median, se = _median_se(sr)
     return Comparison(prediction=slope, measured=median, tolerance=10 / T + 3 * se / slope, relative=True)
 
@@ -111,9 +111,9 @@ def centred_width_slope(*, T, gamma, seeds, s2=LN2, seed=0, device=None) -> Comp
         "s_1^4, so its finite-T deviation is larger: over 32 seeds the median falls short by 3.4%, 4.2%, 7.7% "
         "at T = 256 and by 0.2%, 2.7%, 4.4% at T = 512 for gamma = 1, 0.5, 0.2, with interquartile ranges of "
         "4.4%, 7.2%, 11% at T = 512.  Quick mode runs T = 512 (at T = 256 a 10% low prediction passed); it "
-        "resolves ~10% at gamma = 1/2 (an exception, for the reasons of centred-width-slope)"
+        "resolves 10-13% at gamma = 1/2 (an exception, for the reasons of centred-width-slope)"
     ),
-    mutants={**off_exponent(1), **off_by(0.12),
+    mutants={**off_exponent(1), **off_by(0.15),
              "the gamma = 1 law used at any gamma": lambda p, s: theory.centred_width_slope_gram(1.0),
              "drops the factor (2 + gamma)": lambda p, s: p / (2 + s["gamma"])},
     quick=dict(T=512, gamma=0.5, seeds=16),
@@ -124,6 +124,6 @@ def centred_width_slope(*, T, gamma, seeds, s2=LN2, seed=0, device=None) -> Comp
 )
 def centred_width_slope_gram(*, T, gamma, seeds, s2=LN2, seed=0, device=None) -> Comparison:
     slope = theory.centred_width_slope_gram(gamma)
-    sr = stable_rank_from_squared(width_spectrum(T, gamma, s2, seeds, seed, device, centred=True), gram=True) / T
+    sr = width_ranks(T, gamma, s2, seeds, seed, device, centred=True)[1] / T
     median, se = _median_se(sr)
     return Comparison(prediction=slope, measured=median, tolerance=12 / T + 3 * se / slope, relative=True)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 
+import torch
+
 from .. import _validate
 
 __all__ = [
@@ -36,20 +38,19 @@ def dropout_front(T, depth, p) -> list[list[float]]:
     T = _validate.integer("T", T, minimum=2)
     depth = _validate.integer("depth", depth, minimum=0)
     p = _validate.real("p", p, minimum=0.0, below=1.0)
-    at_least = [1.0] + [p ** (m * (m + 1) // 2) for m in range(1, T + 1)]  # P(J >= m)
-    dist = [1.0] + [0.0] * T
+    at_least = torch.tensor([p ** (m * (m + 1) // 2) for m in range(T + 1)] + [0.0], dtype=torch.float64)
+    jump = at_least[:-1] - at_least[1:]  # P(J = m), m = 0..T
+    k = torch.arange(T + 1)
+    m = k[None, :] - k[:, None]  # the step from front k (row) to front k + m (column)
+    # P(J = m) for m < T - k; the last value, m = T - k, takes the rest P(J >= T - k)
+    step = torch.where(m == T - k[:, None], at_least[m.clamp(0, T)], jump[m.clamp(0, T)])
+    step = torch.where(m >= 0, step, 0.0)
+    dist = torch.zeros(T + 1, dtype=torch.float64)
+    dist[0] = 1.0
     out = [dist]
     for _ in range(depth):
-        new = [0.0] * (T + 1)
-        for k, prob in enumerate(dist):
-            if prob == 0.0:
-                continue
-            for m in range(T - k + 1):  # P(J = m), the last value takes the rest
-                jump = at_least[m] - (at_least[m + 1] if m < T - k else 0.0)
-                new[k + m] += prob * jump
-        dist = new
-        out.append(dist)
-    return out
+        out.append(out[-1] @ step)
+    return torch.stack(out).tolist()
 
 
 @_validate.finite_result
