@@ -369,13 +369,16 @@ def consensus_transient_layer(mask, level, *, max_layers=10_000) -> int:
     ratio, so this is when the linear consensus dynamics bring the relative distance to consensus
     mu / ||X||_F down to ``level``.  For non-normal masks (sliding-causal) it is much later than
     log(level) / log|lambda_2| (:func:`consensus_rate`): the transient of their long Jordan chains.
-    Returns ``max_layers`` + 1 if the level is not reached.  Derived.
+    Returns ``max_layers`` + 1 if the level is not reached.  Derived.  A sparse mask (a sliding
+    window: under an eighth of the entries allowed) is multiplied in sparse form, O(w T^2) a layer.
     """
     level = _validate.real("level", level, positive=True)
     max_layers = _validate.integer("max_layers", max_layers, minimum=0)
     mask = check_mask(mask).cpu()
     M = mask.to(torch.float64)
     A = M / M.sum(-1, keepdim=True)  # (T, T)
+    if 8 * mask.sum() < mask.numel():
+        A = A.to_sparse()
     At = torch.eye(A.shape[0], dtype=torch.float64)
     for t in range(max_layers + 1):
         centred = At - At.mean(0, keepdim=True)  # P A^t

@@ -32,7 +32,7 @@ from importlib import resources
 
 import torch
 
-from . import _extras, _validate
+from . import _extras, _validate, shipped
 from .attention import centre
 from .metrics import mu, spectrum, stable_rank
 
@@ -51,6 +51,15 @@ __all__ = [
     "centred_attention",
     "ModelMeasurement",
     "measure",
+    "DEEP_SETTINGS",
+    "deep_stable_ranks",
+    "deep_stable_rank_data",
+    "shipped_deep_stable_ranks",
+    "GRAM_SETTINGS",
+    "GRAM_INPUTS",
+    "gram_stable_ranks",
+    "gram_stable_rank_data",
+    "shipped_gram_stable_ranks",
 ]
 
 MODEL_NAMES = ("bert-base", "roberta-base", "tinybert", "gpt2")
@@ -450,3 +459,111 @@ def measure(model, input_ids=None, *, inputs_embeds=None, centred=False, spectra
         token_norm_sq=Hs.square().sum(-1).mean(-1),
         attention={l: probs[l] for l in sorted(keep)}, eigenvalues=eigenvalues,
     )
+
+
+# -- the twelve-layer stable ranks of chapter "Real transformers" ---------------------------------
+
+#: The settings of :func:`deep_stable_ranks` shipped in ``rcteach/deep_stable_ranks.json``.
+DEEP_SETTINGS = dict(names=("bert-base", "gpt2"), Ts=(32, 64, 128), seed=0)
+
+
+def deep_stable_ranks(names=DEEP_SETTINGS["names"], Ts=DEEP_SETTINGS["Ts"], *, seed=0) -> dict:
+    """Frobenius stable rank of every hidden state of the full models ``names`` on the book's text.
+
+    Each model is built at ``seed`` in float32 (``keep_tokens=TEXT_VOCABULARY``), one at a time,
+    and measured on ``text_token_ids(name, T)`` for each T, with softmax and with centred attention.
+    Returns {(name, centred): float64 tensor (L + 1, len(Ts))}, index 0 the embeddings.  About
+    12 s of CPU pinned for the defaults (two twelve-layer models, 12 forward passes): the chapter
+    reads :func:`shipped_deep_stable_ranks`.
+    """
+    if isinstance(names, str) or not isinstance(names, (tuple, list)):
+        raise TypeError(f"names must be a tuple of model names, got {type(names).__name__}")
+    if isinstance(Ts, (str, int)) or not isinstance(Ts, (tuple, list)) or not Ts:
+        raise TypeError(f"Ts must be a non-empty tuple of ints, got {Ts!r}")
+    out = {}
+    for name in names:
+        net = build_model(name, seed=seed, keep_tokens=TEXT_VOCABULARY, dtype=torch.float32)
+        for centred in (False, True):
+            out[name, centred] = torch.stack([measure(net, text_token_ids(name, T), centred=centred,
+                                                      spectra=None).stable_rank[:, 0] for T in Ts], 1)
+        del net  # one twelve-layer model in memory at a time
+    return out
+
+
+def deep_stable_rank_data() -> dict:
+    """What ``rcteach/deep_stable_ranks.json`` holds (:mod:`rcteach.shipped`): the settings and
+    :func:`deep_stable_ranks` at them, as {name: {"softmax" | "centred": (L + 1) x len(Ts) lists}}."""
+    ranks = deep_stable_ranks(**DEEP_SETTINGS)
+    return {"settings": DEEP_SETTINGS,
+            "stable_rank": {name: {("centred" if c else "softmax"): v.tolist() for (n, c), v in ranks.items()
+                                   if n == name} for name in DEEP_SETTINGS["names"]}}
+
+
+def shipped_deep_stable_ranks() -> dict:
+    """The shipped :func:`deep_stable_ranks` at :data:`DEEP_SETTINGS`, in its format
+    ({(name, centred): tensor (L + 1, len(Ts))}; ``scripts/precompute.py`` writes it, tests/test_models.py
+    recomputes a column and compares)."""
+    data = shipped.load("deep_stable_ranks")["stable_rank"]
+    return {(name, centred): torch.tensor(data[name]["centred" if centred else "softmax"], dtype=torch.float64)
+            for name in data for centred in (False, True)}
+
+
+# -- the Gram stable ranks of chapter "Real transformers" ------------------------------------------
+
+#: The runs of :func:`gram_stable_ranks` shipped in ``rcteach/gram_stable_ranks.json``: the models
+#: (built at seed 0, ``keep_tokens=TEXT_VOCABULARY``, in ``dtype``), their T and random-input batch.
+GRAM_SETTINGS = {"tinybert": dict(Ts=(64, 128, 256, 512), batch=4, dtype="float64"),
+                 "roberta-base": dict(Ts=(64, 128), batch=1, dtype="float32")}
+#: The inputs of :func:`gram_stable_ranks`: (input, centred).
+GRAM_INPUTS = (("random", False), ("text", False), ("text", True))
+
+
+def gram_stable_ranks(name, Ts=None, *, inputs=GRAM_INPUTS) -> dict:
+    """Gram stable rank (sum s^4 / s_1^4) of every hidden state of model ``name`` at initialisation.
+
+    The model as :data:`GRAM_SETTINGS` builds it; for each T (default: the settings' Ts) and each
+    (input, centred) of ``inputs``: ``random_embeddings(name, T, batch=batch, seed=1)`` (distinct
+    random tokens) or ``text_token_ids(name, T)`` (the book's text), softmax or centred attention.
+    Returns {(input, centred): float64 tensor (L + 1, len(Ts))}, the mean over the batch, index 0
+    the embeddings.  About 9 s of CPU pinned for both models at the settings (18 forward passes):
+    the chapter reads :func:`shipped_gram_stable_ranks`.
+    """
+    key = _check_name(name)
+    if key not in GRAM_SETTINGS:
+        raise ValueError(f"name must be one of {tuple(GRAM_SETTINGS)}, got {name!r}")
+    setting = GRAM_SETTINGS[key]
+    Ts = setting["Ts"] if Ts is None else Ts
+    if isinstance(Ts, (str, int)) or not isinstance(Ts, (tuple, list)) or not Ts:
+        raise TypeError(f"Ts must be a non-empty tuple of ints, got {Ts!r}")
+    for inp, centred in inputs:
+        _validate.choice("inputs", inp, ("random", "text"))
+    net = build_model(key, seed=0, keep_tokens=TEXT_VOCABULARY, dtype=getattr(torch, setting["dtype"]))
+    out = {}
+    for inp, centred in inputs:
+        vals = []
+        for T in Ts:
+            x = (dict(input_ids=text_token_ids(key, T)) if inp == "text" else
+                 dict(inputs_embeds=random_embeddings(key, T, batch=setting["batch"], seed=1)))
+            vals.append(measure(net, **x, centred=centred, spectra=None).stable_rank_gram.mean(1))
+        out[inp, centred] = torch.stack(vals, 1)
+    return out
+
+
+def _run_label(inp, centred) -> str:
+    return f"{inp}, centred" if centred else inp
+
+
+def gram_stable_rank_data() -> dict:
+    """What ``rcteach/gram_stable_ranks.json`` holds (:mod:`rcteach.shipped`): the settings and
+    :func:`gram_stable_ranks` of each model, as {name: {"random" | "text" | "text, centred": lists}}."""
+    return {"settings": GRAM_SETTINGS,
+            "gram_stable_rank": {name: {_run_label(*k): v.tolist() for k, v in gram_stable_ranks(name).items()}
+                                 for name in GRAM_SETTINGS}}
+
+
+def shipped_gram_stable_ranks() -> dict:
+    """The shipped :func:`gram_stable_ranks` of both models at :data:`GRAM_SETTINGS`:
+    {(name, input, centred): tensor (L + 1, len(Ts))} (tests/test_models.py recomputes one and compares)."""
+    data = shipped.load("gram_stable_ranks")["gram_stable_rank"]
+    return {(name, *k): torch.tensor(data[name][_run_label(*k)], dtype=torch.float64)
+            for name in data for k in GRAM_INPUTS}

@@ -46,7 +46,8 @@ class TrainingRun:
     """Per-step records of :func:`train_copy` (each a float64 tensor of shape (steps + 1,), step 0 = init)."""
 
     init: str
-    loss: torch.Tensor  # cross-entropy on a fixed evaluation batch (log V = chance)
+    loss: torch.Tensor  # cross-entropy on a fixed evaluation batch (log V = chance); NaN at unevaluated steps
+    # (train_copy's eval_every), as stable_rank
     grad_norm: torch.Tensor  # ||gradient||_F over all weights, on the training batch (NaN at the last entry)
     grad_norm_qk: torch.Tensor  # the part of it from W_Q and W_K
     stable_rank: torch.Tensor  # Frobenius stable rank of X_depth on the evaluation batch, mean over its sequences
@@ -91,13 +92,21 @@ def _init(*, d, vocab, depth, s2, value_var, g):
 
 
 def train_copy(init="A", *, T=16, d=32, vocab=16, depth=4, steps=150, lr=3e-3, batch=32, s2=1.0,
-               seed=0) -> TrainingRun:
+               seed=0, eval_every=1) -> TrainingRun:
     """Train the copy task from initialisation ``init``: "A" (softmax attention, no skip), "A_perp"
-    (centred attention, no skip) or "skip" (softmax attention with X + A X W_V); see the module doc."""
+    (centred attention, no skip) or "skip" (softmax attention with X + A X W_V); see the module doc.
+
+    The evaluation batch (loss and stable rank of the records) is run at steps 0, ``eval_every``,
+    2 ``eval_every``, ... and at the last step; the records are NaN at the other steps.  The
+    evaluation draws no random numbers, so the training and every evaluated record are the same
+    for any ``eval_every`` (``eval_every=steps``: the start and the end only, for a run whose final
+    loss is all that is needed; the evaluation of 128 sequences costs more than a training step).
+    """
     init = _validate.choice("init", init, INITS)
     T, d, vocab = (_validate.integer(n, v, minimum=2) for n, v in (("T", T), ("d", d), ("vocab", vocab)))
-    depth, steps, batch = (_validate.integer(n, v, minimum=1) for n, v in (("depth", depth), ("steps", steps),
-                                                                              ("batch", batch)))
+    depth, steps, batch, eval_every = (
+        _validate.integer(n, v, minimum=1)
+        for n, v in (("depth", depth), ("steps", steps), ("batch", batch), ("eval_every", eval_every)))
     lr = _validate.real("lr", lr, positive=True)
     s2 = _validate.real("s2", _validate.log_variance("s2", s2), positive=True)  # e^{s2} - 1 > 0, finite
     g = torch.Generator().manual_seed(_validate.seed(seed))
@@ -111,11 +120,15 @@ def train_copy(init="A", *, T=16, d=32, vocab=16, depth=4, steps=150, lr=3e-3, b
     loss_f = torch.nn.functional.cross_entropy
     records = {k: [] for k in ("loss", "grad_norm", "grad_norm_qk", "stable_rank")}
     for step in range(steps + 1):
-        with torch.no_grad():
-            X, logits = _forward(E[eval_ids], E, layers, config)
-            records["loss"].append(loss_f(logits.reshape(-1, vocab), eval_ids.reshape(-1)).item())
-            ranked = X[X.abs().amax((-2, -1)) > 0]  # the sequences with a stable rank (TrainingRun)
-            records["stable_rank"].append(stable_rank(ranked).mean().item() if len(ranked) else math.nan)
+        if step % eval_every and step < steps:
+            records["loss"].append(math.nan)
+            records["stable_rank"].append(math.nan)
+        else:
+            with torch.no_grad():
+                X, logits = _forward(E[eval_ids], E, layers, config)
+                records["loss"].append(loss_f(logits.reshape(-1, vocab), eval_ids.reshape(-1)).item())
+                ranked = X[X.abs().amax((-2, -1)) > 0]  # the sequences with a stable rank (TrainingRun)
+                records["stable_rank"].append(stable_rank(ranked).mean().item() if len(ranked) else math.nan)
         if step == steps:
             records["grad_norm"].append(math.nan)
             records["grad_norm_qk"].append(math.nan)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import _validate
+from . import _validate, shipped
 from .depth import Trajectory, propagate
 from .masks import MASK_KINDS, make_mask
 from .norms import NORMS
@@ -26,7 +26,8 @@ from .tables import TextTable
 from .tokens import gaussian_tokens
 
 __all__ = ["PUBLISHED_TABLE", "PAPER_SETTING", "PATTERN", "LNRow", "rho_from_mu0", "logit_s2", "layernorm_runs",
-           "table_pattern", "layernorm_table", "format_table"]
+           "table_pattern", "VARIANTS", "VARIANT_SETTINGS", "VARIANT_LAYERS", "variant_table",
+           "variant_data", "shipped_variant_table", "layernorm_table", "table_rows", "format_table"]
 
 #: The authors' published mean (std) of mu over runs, 128 layers, LayerNorm, orthogonal W_V
 #: (T, d, window and initialisation not published).  std None where not given.  mu_0 ~ 274.8
@@ -155,21 +156,83 @@ def table_pattern(runs, *, first=32) -> tuple[bool, bool, bool, bool]:
     )
 
 
+def _table_layers(layers) -> tuple[int, ...]:
+    if not isinstance(layers, (tuple, list)) or not layers:
+        raise TypeError(f"layers must be a non-empty tuple of ints, got {layers!r}")
+    return tuple(_validate.integer("layers", l, minimum=0) for l in layers)
+
+
+#: The robustness table of chapter "LayerNorm": one choice of :data:`PAPER_SETTING` changed at a
+#: time (name -> change), at the width of :data:`VARIANT_SETTINGS`.
+VARIANTS = {"reconstruction": {}, "no dropout": {"dropout": 0.0}, "uncorrelated inputs": {"rho": 0.0},
+            "RMS, no centring": {"norm": "rms"}, "shared weights": {"shared": True}, "window 3": {"window": 3},
+            "sharper logits (beta 4)": {"beta": 4.0}, "float64": {"dtype": torch.float64}}
+#: The runs of each variant: 4 networks of 128 layers, PAPER_SETTING at width 64 (with 2 networks
+#: the sliding-causal flatness failed at 3 of 8 base seeds: the tolerance note of "ln-paper-pattern").
+VARIANT_SETTINGS = dict(d=64, seeds=4, depth=128, seed=0)
+#: The layers at which :func:`variant_table` records the mean relative mu.
+VARIANT_LAYERS = (0, 32, 64, 96, 128)
+def variant_table(names=tuple(VARIANTS), *, d=64, seeds=4, depth=128, seed=0) -> dict[str, dict]:
+    """The robustness table: for each variant ``names`` (keys of :data:`VARIANTS`), :func:`layernorm_runs`
+    of PAPER_SETTING with that change at width ``d`` (no stable ranks), summarised as
+
+        {"pattern": table_pattern(runs) as a list of 4 bools,
+         "relative_mu": {mask: mean over seeds of mu(X_l) / ||X_l||_F at the layers VARIANT_LAYERS}}
+
+    About 2.5 s of CPU per variant at the defaults, pinned to one thread: the chapter reads the
+    shipped result (:func:`shipped_variant_table`).
+    """
+    if isinstance(names, str) or not isinstance(names, (tuple, list)):
+        raise TypeError(f"names must be a tuple of variant names, got {type(names).__name__}")
+    for name in names:
+        _validate.choice("names", name, tuple(VARIANTS))
+    if max(VARIANT_LAYERS) > _validate.integer("depth", depth, minimum=1):
+        raise ValueError(f"depth must be at least {max(VARIANT_LAYERS)} (the layers recorded), got {depth}")
+    out = {}
+    for name in names:
+        runs = layernorm_runs(seeds=seeds, depth=depth, seed=seed, stable_ranks=False,
+                              **{**PAPER_SETTING, "d": d, **VARIANTS[name]})
+        out[name] = {"pattern": list(table_pattern(runs)),
+                     "relative_mu": {kind: runs[kind].relative_mu[list(VARIANT_LAYERS)].mean(-1).tolist()
+                                     for kind in MASK_KINDS}}
+    return out
+
+
+def variant_data() -> dict:
+    """What ``rcteach/ln_variants.json`` holds (:mod:`rcteach.shipped`): ``{"settings": VARIANT_SETTINGS,
+    "layers": VARIANT_LAYERS, "variants": variant_table(**VARIANT_SETTINGS)}``."""
+    return {"settings": VARIANT_SETTINGS, "layers": list(VARIANT_LAYERS),
+            "variants": variant_table(**VARIANT_SETTINGS)}
+
+
+def shipped_variant_table() -> dict:
+    """The shipped :func:`variant_data` (``rcteach/ln_variants.json``, written by ``scripts/precompute.py``;
+    tests/test_wu_table.py recomputes a variant and compares)."""
+    return shipped.load("ln_variants")
+
+
 def layernorm_table(*, layers=(0, 32, 64, 96, 128), **settings) -> list[LNRow]:
     """The authors' table, simulated: mean and std over seeds (independent networks) of mu(X_l) for each mask and layer.
 
     ``settings`` go to :func:`layernorm_runs` (``depth`` defaults to max(layers)).  Returns a
-    tidy list of :class:`LNRow`, mask-major.
+    tidy list of :class:`LNRow`, mask-major (:func:`table_rows` of the runs).
     """
-    if not isinstance(layers, (tuple, list)) or not layers:
-        raise TypeError(f"layers must be a non-empty tuple of ints, got {layers!r}")
-    layers = tuple(_validate.integer("layers", l, minimum=0) for l in layers)
+    layers = _table_layers(layers)
     settings.setdefault("depth", max(layers))
+    return table_rows(layernorm_runs(**settings), layers=layers)
+
+
+def table_rows(runs, *, layers=(0, 32, 64, 96, 128)) -> list[LNRow]:
+    """:func:`layernorm_table` of runs already made: ``runs`` as :func:`layernorm_runs` returns them
+    ({mask: Trajectory}), for a chapter that also plots them."""
+    layers = _table_layers(layers)
+    if not isinstance(runs, dict) or not all(isinstance(tr, Trajectory) for tr in runs.values()):
+        raise TypeError("runs must be a dict mask -> Trajectory, as layernorm_runs returns")
     rows = []
-    for kind, tr in layernorm_runs(**settings).items():
+    for kind, tr in runs.items():
         for l in layers:
             if l > tr.depth:
-                raise ValueError(f"layer {l} is deeper than depth {tr.depth}")
+                raise ValueError(f"layers: layer {l} is deeper than the runs' depth {tr.depth}")
             v = tr.mu[l]
             std = float(v.std()) if v.numel() > 1 else 0.0
             rows.append(LNRow(kind, l, float(v.mean()), std, float(tr.relative_mu[l].mean())))

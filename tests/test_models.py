@@ -1,5 +1,6 @@
 """Tests for rcteach.models (small configurations: 1-2 layers, small vocabularies, small T)."""
 
+import json
 import subprocess
 import sys
 
@@ -9,7 +10,7 @@ import torch
 pytest.importorskip("transformers")
 
 import rcteach  # noqa: E402
-from rcteach import models  # noqa: E402
+from rcteach import models, shipped  # noqa: E402
 
 SMALL = dict(vocab_size=4100, num_hidden_layers=2)
 
@@ -197,3 +198,40 @@ def test_keep_tokens_drops_unused_embedding_rows_and_changes_no_number(name, tin
         models.measure(small, torch.full((1, 8), models.TEXT_VOCABULARY))
     with pytest.raises(ValueError, match="keep_tokens"):
         models.build_model(name, seed=0, **SMALL, keep_tokens=SMALL["vocab_size"] + 1)
+
+
+def test_shipped_deep_stable_ranks_are_what_the_script_writes():
+    """rcteach/deep_stable_ranks.json (scripts/precompute.py): the settings of the code, and its T = 32
+    column of BERT-base recomputed, softmax and centred, to 1e-5 (float32 forward passes; about 4 s)."""
+    data = shipped.load("deep_stable_ranks")
+    assert data["settings"] == json.loads(json.dumps(models.DEEP_SETTINGS))
+    stored = models.shipped_deep_stable_ranks()
+    assert set(stored) == {(n, c) for n in models.DEEP_SETTINGS["names"] for c in (False, True)}
+    assert all(v.shape == (13, len(models.DEEP_SETTINGS["Ts"])) for v in stored.values())
+    fresh = models.deep_stable_ranks(("bert-base",), (32,))
+    for centred in (False, True):
+        assert torch.allclose(fresh["bert-base", centred][:, 0], stored["bert-base", centred][:, 0], rtol=1e-5, atol=0)
+    assert (stored["bert-base", True][12] > stored["bert-base", False][12]).all()  # the chapter's claim holds in it
+
+
+def test_deep_stable_ranks_bad_input():
+    with pytest.raises(TypeError, match="names"):
+        models.deep_stable_ranks("gpt2")
+    with pytest.raises(TypeError, match="Ts"):
+        models.deep_stable_ranks(("gpt2",), 32)
+    with pytest.raises(ValueError, match="name"):
+        shipped.load("no such data")
+
+
+def test_shipped_gram_stable_ranks_are_what_the_script_writes():
+    """rcteach/gram_stable_ranks.json (scripts/precompute.py): the settings of the code, and RoBERTa's
+    T = 64 text run with centred attention recomputed, to 1e-5 (float32; about 3 s)."""
+    assert shipped.load("gram_stable_ranks")["settings"] == json.loads(json.dumps(models.GRAM_SETTINGS))
+    stored = models.shipped_gram_stable_ranks()
+    assert set(stored) == {(n, *run) for n in models.GRAM_SETTINGS for run in models.GRAM_INPUTS}
+    [fresh] = models.gram_stable_ranks("roberta-base", (64,), inputs=[("text", True)]).values()
+    assert torch.allclose(fresh[:, 0], stored["roberta-base", "text", True][:, 0], rtol=1e-5, atol=0)
+    with pytest.raises(ValueError, match="name"):
+        models.gram_stable_ranks("gpt2")
+    with pytest.raises(ValueError, match="inputs"):
+        models.gram_stable_ranks("tinybert", (8,), inputs=[("noise", False)])

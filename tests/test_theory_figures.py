@@ -3,6 +3,7 @@
 import math
 
 import pytest
+import torch
 
 import rcteach
 from rcteach import theory
@@ -19,6 +20,17 @@ def test_transient_grows_with_T_and_shrinks_with_window():
     assert layer(64, 3) < layer(128, 3) < layer(256, 3)
     assert layer(128, 8) < layer(128, 3) < layer(128, 1)
     assert layer(128, 3) > 2 * 127 / 3  # after the front arrives
+
+
+@pytest.mark.parametrize("window", [1, 3])
+def test_transient_of_a_sparse_mask_is_the_dense_one(window):
+    """A window mask of under an eighth of the entries takes the sparse product: the same layer as dense."""
+    mask = rcteach.make_mask("sliding-causal", 96, window=window)
+    A = mask.double() / mask.sum(-1, keepdim=True)
+    At, t = torch.eye(96, dtype=torch.float64), 0
+    while torch.linalg.matrix_norm(At - At.mean(0)) > 1e-6 * torch.linalg.matrix_norm(At):
+        At, t = A @ At, t + 1
+    assert 8 * mask.sum() < mask.numel() and rcteach.consensus_transient_layer(mask, 1e-6) == t
 
 
 def test_transient_not_reached():

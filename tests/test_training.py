@@ -16,6 +16,18 @@ def test_records_and_reproducible():
     assert math.isnan(a.grad_norm[-1]) and (a.grad_norm_qk[:-1] <= a.grad_norm[:-1]).all()
 
 
+def test_eval_every_changes_only_which_steps_are_evaluated():
+    """The evaluation draws no random numbers: every evaluated record equals the every-step run's, bitwise."""
+    kw = dict(T=6, d=8, vocab=5, depth=2, steps=7, batch=4, seed=1)
+    every, some = train_copy("A_perp", **kw), train_copy("A_perp", eval_every=3, **kw)
+    evaluated = torch.tensor([0, 3, 6, 7])
+    for field in ("loss", "stable_rank"):
+        a, b = getattr(every, field), getattr(some, field)
+        assert torch.equal(a[evaluated], b[evaluated]) and not a[evaluated].isnan().any()
+        assert b[[1, 2, 4, 5]].isnan().all()
+    assert torch.equal(every.grad_norm[:-1], some.grad_norm[:-1])
+
+
 @pytest.mark.parametrize("init", training.INITS)
 def test_network_is_the_formula(init):
     """Each layer (rcteach.layers.forward underneath) is A X W_V, A_perp X W_V or X + A X W_V (module doc)."""

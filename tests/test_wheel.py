@@ -26,6 +26,7 @@ import nbformat
 import pytest
 
 from rcteach.checks import all_checks
+from rcteach.shipped import producers
 from rcteach.tools.bench_threads import THREAD_VARIABLES
 
 pytestmark = pytest.mark.slow
@@ -94,7 +95,9 @@ def test_wheel_ships_chapters_masters_and_text(dist):
     assert {n.rsplit("/", 1)[-1] for n in names if n.startswith("rcteach/_data/book/")} == chapters
     masters = {str(p.relative_to(ROOT)) for p in (ROOT / "assignments").glob("*/*") if p.suffix in (".ipynb", ".py")}
     assert {n.removeprefix("rcteach/_data/") for n in names if n.startswith("rcteach/_data/assignments/")} == masters
-    assert {"rcteach/corpus.txt", "rcteach/precomputed.js", "rcteach-0.1.0.dist-info/licenses/LICENSE"} <= names
+    shipped_results = {f"rcteach/{name}.json" for name in producers()}
+    assert {"rcteach/corpus.txt", "rcteach/precomputed.js", "rcteach-0.1.0.dist-info/licenses/LICENSE",
+            *shipped_results} <= names
 
 
 def test_installed_wheel_runs_the_readme_commands(fresh, tmp_path):

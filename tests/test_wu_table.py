@@ -20,6 +20,8 @@ def test_table_shape_and_reproducible():
     rows = wu_table.layernorm_table(**kw, seed=0)
     assert len(rows) == 8 and {r.mask for r in rows} == set(MASK_KINDS)
     assert rows == wu_table.layernorm_table(**kw, seed=0)
+    runs = wu_table.layernorm_runs(T=8, d=16, seeds=2, depth=4, window=1, seed=0)
+    assert wu_table.table_rows(runs, layers=(0, 4)) == rows  # the table of runs already made
     assert all(0 <= r.relative <= 1 + 1e-12 for r in rows)
     table = wu_table.format_table(rows, published=wu_table.PUBLISHED_TABLE)
     assert "complete" in str(table) and "<th>complete</th>" in table._repr_html_()
@@ -82,3 +84,28 @@ def test_format_table_scale():
     assert "<td>6 (1.5)</td>" in table._repr_html_() and str(table).splitlines()[-1].split() == ["0", "6", "(1.5)"]
     with pytest.raises(ValueError, match="scale"):
         wu_table.format_table(rows, scale=0.0)
+
+
+def test_shipped_variant_table_is_what_the_script_writes():
+    """rcteach/ln_variants.json (scripts/precompute.py): the settings and layers of the code, every
+    variant, and one variant recomputed: the same pattern and, where mu is not at the float32 floor
+    (relative mu > 1e-3; the floor's round-off differs between CPUs), the same relative mu to 1e-4.
+    About 2 s of CPU ("no dropout": no dropout draws)."""
+    shipped = wu_table.shipped_variant_table()
+    assert shipped["settings"] == wu_table.VARIANT_SETTINGS and tuple(shipped["layers"]) == wu_table.VARIANT_LAYERS
+    assert list(shipped["variants"]) == list(wu_table.VARIANTS)
+    [(name, fresh)] = wu_table.variant_table(["no dropout"], **wu_table.VARIANT_SETTINGS).items()
+    stored = shipped["variants"][name]
+    assert fresh["pattern"] == stored["pattern"] == [True, False, True, True]
+    for kind in MASK_KINDS:
+        a, b = torch.tensor(fresh["relative_mu"][kind]), torch.tensor(stored["relative_mu"][kind])
+        assert torch.allclose(a[b > 1e-3], b[b > 1e-3], rtol=1e-4, atol=0), kind
+
+
+def test_variant_table_bad_names():
+    with pytest.raises(ValueError, match="names"):
+        wu_table.variant_table(["no such variant"])
+    with pytest.raises(TypeError, match="names"):
+        wu_table.variant_table("reconstruction")
+    with pytest.raises(ValueError, match="depth"):
+        wu_table.variant_table(["reconstruction"], depth=64)
