@@ -110,7 +110,7 @@ pdf: setup
 # The chapters run once, in the book build (execution with raise_on_error: a cell that fails fails
 # the build, naming its chapter); `make chapters` runs them one by one under nbval instead.
 test: setup setup-assign setup-cluster
-	$(VENV)/bin/ruff check rcteach tests conftest.py book/_ext
+	$(VENV)/bin/ruff check rcteach tests conftest.py book/_ext scripts
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) --dist loadscope --no-loadscope-reorder -p no:cacheprovider --durations=30
 
 # Every chapter under nbval, each a test of its own (cells assert what they compute).
