@@ -12,9 +12,11 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-# pip without byte-compiling every installed file (1.6 GB of packages: about 110 s of CPU, most of the
-# setup's time); Python compiles a module when it is first imported, so only what runs is compiled.
-PIP    := $(PY) -m pip install --quiet --no-compile
+# pip byte-compiles what it installs (about 100 s of the setup's 200 s of CPU).  Not skipped: the grading
+# sandbox mounts the venv read-only, so a sandboxed process would compile every module it imports again
+# (a CI rehearsal with --no-compile took 25.6 min against 23, its grading fixtures twice as slow), and
+# compiling afterwards on both cores (compileall -j 0) costs as much wall as pip's serial compile.
+PIP    := $(PY) -m pip install --quiet
 JOBS   ?= 2
 
 # Front-end files the static book serves itself (see _config.yml: html_static_path, mathjax_path,

@@ -157,8 +157,8 @@ def pytest_collect_file(file_path, parent):
 def pytest_collection_modifyitems(config, items):
     # The book build is the longest single test (every chapter executed): its module goes first, so
     # that with ``-n 2 --dist loadscope`` one worker builds the book while the other runs the rest.
-    # The browser tests of the built pages go last, to the worker that is free first: it waits for the
-    # build if it is not done (the ``built_book`` fixture) and runs them while the builder prints the PDF.
+    # The browser tests of the built pages go last, each to the worker free first: it waits for the build
+    # if it is not done (the ``built_book`` fixture) and runs them while the builder prints the PDF.
     items.sort(key=lambda item: (item.get_closest_marker("book") is None,
                                  item.get_closest_marker("book_pages") is not None))
     if torch.cuda.is_available():
