@@ -44,18 +44,24 @@ class _JupytextFormat:
         return nbformat.read(path, as_version)
 
 
+def _shared_tmp(tmp_path_factory) -> Path:
+    """A temporary folder every pytest-xdist worker of this run sees (the parent of each worker's base
+    temporary folder), for what one worker makes under a file lock and the others reuse."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(scope="session")
-def built_book(tmp_path_factory, worker_id):
+def built_book(tmp_path_factory):
     """The book built once per session (tests/_book.py): ``(the build's CompletedProcess, its HTML folder)``.
 
-    Under xdist the folder is shared by the workers (the parent of each worker's base temporary folder)
-    and a file lock makes the first worker that asks build it while the others wait for it."""
+    The folder is shared by the xdist workers (:func:`_shared_tmp`); a file lock makes the first worker
+    that asks build it while the others wait for it."""
     from filelock import FileLock
 
     from _book import build_book
 
-    base = tmp_path_factory.getbasetemp()
-    shared = base if worker_id == "master" else base.parent
+    shared = _shared_tmp(tmp_path_factory)
     with FileLock(shared / "book.lock"):
         (shared / "book").mkdir(exist_ok=True)
         return build_book(shared / "book")
@@ -90,8 +96,7 @@ def built_assignments(tmp_path_factory):
 
     from rcteach.tools import grading
 
-    base = tmp_path_factory.getbasetemp()
-    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "built-assignments"
+    root = _shared_tmp(tmp_path_factory) / "built-assignments"
     masters = grading.masters()
     with FileLock(f"{root}.lock"):
         if not (root / ".complete").exists():

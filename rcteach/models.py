@@ -478,8 +478,7 @@ def deep_stable_ranks(names=DEEP_SETTINGS["names"], Ts=DEEP_SETTINGS["Ts"], *, s
     """
     if isinstance(names, str) or not isinstance(names, (tuple, list)):
         raise TypeError(f"names must be a tuple of model names, got {type(names).__name__}")
-    if isinstance(Ts, (str, int)) or not isinstance(Ts, (tuple, list)) or not Ts:
-        raise TypeError(f"Ts must be a non-empty tuple of ints, got {Ts!r}")
+    Ts = tuple(_validate.values("Ts", Ts, _validate.integer))
     out = {}
     for name in names:
         net = build_model(name, seed=seed, keep_tokens=TEXT_VOCABULARY, dtype=torch.float32)
@@ -532,9 +531,7 @@ def gram_stable_ranks(name, Ts=None, *, inputs=GRAM_INPUTS) -> dict:
     if key not in GRAM_SETTINGS:
         raise ValueError(f"name must be one of {tuple(GRAM_SETTINGS)}, got {name!r}")
     setting = GRAM_SETTINGS[key]
-    Ts = setting["Ts"] if Ts is None else Ts
-    if isinstance(Ts, (str, int)) or not isinstance(Ts, (tuple, list)) or not Ts:
-        raise TypeError(f"Ts must be a non-empty tuple of ints, got {Ts!r}")
+    Ts = tuple(_validate.values("Ts", setting["Ts"] if Ts is None else Ts, _validate.integer))
     for inp, centred in inputs:
         _validate.choice("inputs", inp, ("random", "text"))
     net = build_model(key, seed=0, keep_tokens=TEXT_VOCABULARY, dtype=getattr(torch, setting["dtype"]))

@@ -156,12 +156,6 @@ def table_pattern(runs, *, first=32) -> tuple[bool, bool, bool, bool]:
     )
 
 
-def _table_layers(layers) -> tuple[int, ...]:
-    if not isinstance(layers, (tuple, list)) or not layers:
-        raise TypeError(f"layers must be a non-empty tuple of ints, got {layers!r}")
-    return tuple(_validate.integer("layers", l, minimum=0) for l in layers)
-
-
 #: The robustness table of chapter "LayerNorm": one choice of :data:`PAPER_SETTING` changed at a
 #: time (name -> change), at the width of :data:`VARIANT_SETTINGS`.
 VARIANTS = {"reconstruction": {}, "no dropout": {"dropout": 0.0}, "uncorrelated inputs": {"rho": 0.0},
@@ -172,6 +166,8 @@ VARIANTS = {"reconstruction": {}, "no dropout": {"dropout": 0.0}, "uncorrelated 
 VARIANT_SETTINGS = dict(d=64, seeds=4, depth=128, seed=0)
 #: The layers at which :func:`variant_table` records the mean relative mu.
 VARIANT_LAYERS = (0, 32, 64, 96, 128)
+
+
 def variant_table(names=tuple(VARIANTS), *, d=64, seeds=4, depth=128, seed=0) -> dict[str, dict]:
     """The robustness table: for each variant ``names`` (keys of :data:`VARIANTS`), :func:`layernorm_runs`
     of PAPER_SETTING with that change at width ``d`` (no stable ranks), summarised as
@@ -217,7 +213,7 @@ def layernorm_table(*, layers=(0, 32, 64, 96, 128), **settings) -> list[LNRow]:
     ``settings`` go to :func:`layernorm_runs` (``depth`` defaults to max(layers)).  Returns a
     tidy list of :class:`LNRow`, mask-major (:func:`table_rows` of the runs).
     """
-    layers = _table_layers(layers)
+    layers = tuple(_validate.values("layers", layers, _validate.integer, minimum=0))
     settings.setdefault("depth", max(layers))
     return table_rows(layernorm_runs(**settings), layers=layers)
 
@@ -225,7 +221,7 @@ def layernorm_table(*, layers=(0, 32, 64, 96, 128), **settings) -> list[LNRow]:
 def table_rows(runs, *, layers=(0, 32, 64, 96, 128)) -> list[LNRow]:
     """:func:`layernorm_table` of runs already made: ``runs`` as :func:`layernorm_runs` returns them
     ({mask: Trajectory}), for a chapter that also plots them."""
-    layers = _table_layers(layers)
+    layers = tuple(_validate.values("layers", layers, _validate.integer, minimum=0))
     if not isinstance(runs, dict) or not all(isinstance(tr, Trajectory) for tr in runs.values()):
         raise TypeError("runs must be a dict mask -> Trajectory, as layernorm_runs returns")
     rows = []
