@@ -21,7 +21,6 @@ import torch
 
 from . import _validate
 from .device import make_generator, resolve
-from .tokens import orthonormal_tokens
 
 __all__ = ["random_logits", "qk_logits", "qk_weights", "random_qk_logits", "leading_term"]
 
@@ -77,9 +76,12 @@ def qk_logits(X, W_Q, W_K, *, beta=1.0) -> torch.Tensor:
 
 def qk_logits_unchecked(X, W_Q, W_K, beta):
     """:func:`qk_logits` of validated arguments: no checks (the layers of :func:`rcteach.propagate`)."""
-    Q = X @ W_Q  # (*batch, T, d_qk)
-    K = X @ W_K  # (*batch, T, d_qk)
-    return (beta / math.sqrt(Q.shape[-1])) * (Q @ K.transpose(-2, -1))  # (*batch, T, T)
+    return _scores(X @ W_Q, X @ W_K, beta)  # queries and keys (*batch, T, d_qk)
+
+
+def _scores(Q, K, beta):
+    """beta Q K^T / sqrt(d_qk) of queries and keys Q, K (*batch, T, d_qk): logits (*batch, T, T)."""
+    return (beta / math.sqrt(Q.shape[-1])) * (Q @ K.transpose(-2, -1))
 
 
 def qk_weights(d, d_qk, s2, *, batch=(), generator=None, device=None, dtype=None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -113,32 +115,42 @@ def random_qk_logits(
 ) -> torch.Tensor:
     """Query-key logits at initialisation, on orthogonal tokens of norm r, shape (*batch, T, T).
 
-    Draws X = r * ``orthonormal_tokens(T, d)`` (r^2 = ``token_norm_sq``, default d: LayerNorm-ed
-    tokens), W_Q and W_K (d, d_qk) with i.i.d. N(0, sigma_q^2), N(0, sigma_k^2) entries (default
-    sigma = 1/sqrt(d)), fresh for every batch element, and returns :func:`qk_logits`.  Each logit
-    has variance ``theory.logit_variance(sigma_q, sigma_k, r^2, beta=beta)`` = beta^2 sigma_q^2
-    sigma_k^2 r^4 whatever d_qk is (1 with the defaults); unlike the i.i.d. model, the logits of
-    one row share the query q_i and those of one column share the key k_j.
+    The logits beta (X W_Q)(X W_K)^T / sqrt(d_qk) (:func:`qk_logits`) of X = r * ``orthonormal_tokens(T, d)``
+    (r^2 = ``token_norm_sq``, default d: LayerNorm-ed tokens) and W_Q, W_K (d, d_qk) with i.i.d.
+    N(0, sigma_q^2), N(0, sigma_k^2) entries (default sigma = 1/sqrt(d)), fresh for every batch element.
+    Each logit has variance ``theory.logit_variance(sigma_q, sigma_k, r^2, beta=beta)`` = beta^2
+    sigma_q^2 sigma_k^2 r^4 whatever d_qk is (1 with the defaults); unlike the i.i.d. model, the logits
+    of one row share the query q_i and those of one column share the key k_j.
+
+    Drawn without forming X or W: Q = X W_Q and K = X W_K are drawn directly as independent T x d_qk
+    matrices of i.i.d. N(0, r^2 sigma_q^2) and N(0, r^2 sigma_k^2) entries.  This is exact in law, not an
+    approximation: the columns of W_Q are i.i.d. N(0, sigma_q^2 I_d), independent of X, so given X the
+    columns X w of Q are i.i.d. N(0, sigma_q^2 X X^T) = N(0, r^2 sigma_q^2 I_T) (X X^T = r^2 I_T), a law
+    that does not depend on X; likewise K, independent of Q since W_K is independent of W_Q.  That takes
+    2 T d_qk normals instead of T d + 2 d d_qk and a QR.  The draws (Q, then K) differ from those of
+    the explicit construction with the same seed; only their law is the same.
 
     Parameters
     ----------
     T, d, d_qk : int
-        Tokens, width (``T <= d``) and query-key width.
+        Tokens, width (``T <= d``: orthogonal tokens exist) and query-key width.
     """
     T = _validate.integer("T", T, minimum=2)
     d = _validate.integer("d", d, minimum=1)
+    if T > d:
+        raise ValueError(f"T must be <= d for orthogonal tokens (gamma = T/d <= 1), got T={T}, d={d}")
     d_qk = _validate.integer("d_qk", d_qk, minimum=1)
     r2 = float(d) if token_norm_sq is None else _validate.real("token_norm_sq", token_norm_sq, minimum=0.0)
     sigma_q = 1 / math.sqrt(d) if sigma_q is None else _validate.real("sigma_q", sigma_q, minimum=0.0)
     sigma_k = 1 / math.sqrt(d) if sigma_k is None else _validate.real("sigma_k", sigma_k, minimum=0.0)
+    beta = _validate.real("beta", beta)
     batch = _validate.batch_shape(batch)
     device, dtype = resolve(device, dtype)
     gen = make_generator(seed, generator, device)
-    # (*batch, T, d)
-    X = math.sqrt(r2) * orthonormal_tokens(T, d, batch=batch, generator=gen, device=device, dtype=dtype)
-    W_Q = sigma_q * torch.randn(*batch, d, d_qk, generator=gen, device=device, dtype=dtype)
-    W_K = sigma_k * torch.randn(*batch, d, d_qk, generator=gen, device=device, dtype=dtype)
-    return qk_logits(X, W_Q, W_K, beta=beta)
+    r = math.sqrt(r2)
+    Q = (r * sigma_q) * torch.randn(*batch, T, d_qk, generator=gen, device=device, dtype=dtype)
+    K = (r * sigma_k) * torch.randn(*batch, T, d_qk, generator=gen, device=device, dtype=dtype)
+    return _scores(Q, K, beta)
 
 
 def leading_term(logits, s2, *, m=0.0) -> torch.Tensor:

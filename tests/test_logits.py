@@ -71,6 +71,45 @@ def test_random_qk_logits_shape_seed_variance():
     assert g.var().item() == pytest.approx(predicted, rel=0.05)  # 8 heads: spread of the pooled variance ~1.5%
 
 
+def _qk_moments(g):
+    """Per-draw statistics (n, 4) of logits g (n, T, T): the means of g_ij^2, of g_ij^2 g_ik^2 (one row,
+    j != k), of g_ij^2 g_kj^2 (one column, i != k) and of g_ij g_ji (i != j)."""
+    sq, T = g.square(), g.shape[-1]
+    pairs = T * (T - 1)  # ordered pairs j != k in a row (i != k in a column), and off-diagonal entries
+    row = (sq.sum(-1).square() - sq.square().sum(-1)).sum(-1) / (T * pairs)
+    col = (sq.sum(-2).square() - sq.square().sum(-2)).sum(-1) / (T * pairs)
+    sym = ((g * g.transpose(-2, -1)).sum((-2, -1)) - g.diagonal(dim1=-2, dim2=-1).square().sum(-1)) / pairs
+    return torch.stack([sq.mean((-2, -1)), row, col, sym], dim=-1)
+
+
+def _mean_se(stats):
+    """Mean and standard error over the draws (dim 0)."""
+    return stats.mean(0), stats.std(0) / stats.shape[0] ** 0.5
+
+
+def test_random_qk_logits_exact_in_law():
+    # Q, K drawn directly against the explicit construction X = r * orthonormal_tokens, W ~ N(0, sigma^2), and
+    # both against the closed forms.  With v = beta^2 sigma_q^2 sigma_k^2 r^4: E g^2 = v, E g_ij^2 g_ik^2 =
+    # E g_ij^2 g_kj^2 = v^2 (1 + 2/d_qk) (a shared query or key: E|q|^4 = (d_qk^2 + 2 d_qk) Var(q_l)^2; i.i.d.
+    # logits would give v^2) and E g_ij g_ji = 0 (Q, K independent).  Tokens not orthogonal, a K sharing Q,
+    # a wrong scale or i.i.d. logits each move one of these by far more than 4 standard errors.
+    T, d, d_qk, n = 4, 6, 2, 40000
+    r2, sq, sk, beta = 3.0, 0.7, 1.3, 0.8
+    fast = random_qk_logits(T, d, d_qk, token_norm_sq=r2, sigma_q=sq, sigma_k=sk, beta=beta, batch=n, seed=11)
+    gen = torch.Generator().manual_seed(12)
+    X = r2**0.5 * orthonormal_tokens(T, d, batch=n, generator=gen)
+    W_Q = sq * torch.randn(n, d, d_qk, generator=gen, dtype=torch.float64)
+    W_K = sk * torch.randn(n, d, d_qk, generator=gen, dtype=torch.float64)
+    slow = qk_logits(X, W_Q, W_K, beta=beta)
+    (m_fast, se_fast), (m_slow, se_slow) = _mean_se(_qk_moments(fast)), _mean_se(_qk_moments(slow))
+    v = theory.logit_variance(sq, sk, r2, beta=beta)
+    closed = torch.tensor([v, v**2 * (1 + 2 / d_qk), v**2 * (1 + 2 / d_qk), 0.0], dtype=torch.float64)
+    assert ((m_fast - m_slow).abs() <= 4 * (se_fast.square() + se_slow.square()).sqrt()).all()
+    for m, se in ((m_fast, se_fast), (m_slow, se_slow)):
+        assert ((m - closed).abs() <= 4 * se).all()
+        assert (m[1:3] - v**2).abs().min() > 20 * se[1:3].max()  # the i.i.d. value v^2 is far outside
+
+
 def test_random_qk_logits_errors():
     with pytest.raises(ValueError, match="T"):
         random_qk_logits(64, 32, 8)  # T > d: no orthonormal tokens
