@@ -276,7 +276,7 @@ def test_foundation_spectra_checks_pass_small():
     for name in ("row-stochastic", "outlier-one"):
         assert run_check(name, T=32, seeds=2).passed
     assert rcteach.run_check("centring-swaps-outlier", T=32).passed
-    # bulk-radius is statistical and costs O(T^3) at its quick T = 512: run by test_quick_mode_kills_every_mutant
+    # bulk-radius is statistical and costs O(T^3) at its quick T = 500: run by test_quick_mode_kills_every_mutant
 
 
 # -- reporting -------------------------------------------------------------------------------------
