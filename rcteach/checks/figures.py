@@ -14,7 +14,7 @@ from ..depth import propagate, weight_gradients
 from ..free_probability import correlated_bulk_radius, fuss_catalan_moment, gram_stable_rank_limit
 from ..masks import consensus_rate, consensus_transient_layer, make_mask
 from ..logits import qk_weights
-from ..metrics import decay_rate, spectral_gap, squared_singular_values, stable_rank_from_squared
+from ..metrics import decay_rate, spectral_gap, stable_ranks_unchecked
 from ..norms import normalise
 from ..theory import LN2
 from ..sphere import sphere_flow, tail_rate
@@ -75,7 +75,7 @@ def _fc_moments(s, order):
 )
 def figvii_free_product(*, T, depth, seeds, s2=LN2, tolerance=0.14, seed=700, device=None) -> Comparison:
     states = _centred_stack(T, depth, seeds, s2, seed, device)
-    measured = stable_rank_from_squared(squared_singular_values(states), gram=True).mean(-1)  # (depth,)
+    measured = stable_ranks_unchecked(states, lanczos=False)[1].mean(-1)  # (depth,); no dominant singular value
     prediction = torch.tensor([theory.centred_depth_gram_stable_rank(T, L) for L in range(1, depth + 1)],
                               dtype=torch.float64)
     return Comparison(prediction=prediction, measured=measured, tolerance=tolerance, relative=True)
