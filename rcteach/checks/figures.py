@@ -329,21 +329,25 @@ def gradient_growth_t(*, T1, T2, seeds, s2=LN2, seed=740, device=None) -> Compar
     source="derived",
     tolerance_note=(
         "relative 5% on the mean over networks of the largest non-outlier eigenvalue modulus: one network's "
-        "spreads by ~4-6% (sd) at T = 400, the mean of 12 (quick mode) by ~1.5%; the finite-T offset of the edge "
-        "measured -2.4% (gamma = 0.5, T = 400 and 800), +2.4% (gamma = 2, T = 800), +1.1% (gamma = 0.1, T = 800); "
-        "10 seed sets of 8 gave -1.5% to +4.3%. At T = 200 the offsets reach ~10%: not a tight setting"),
-    quick=dict(T=400, gamma=0.5, seeds=12),
+        "spreads by ~5% (sd) at T = 200-400, the mean of 16 (quick mode, T = 300) by ~1.3%.  At gamma = 0.5 the "
+        "finite-T offset of the edge is below the noise from T = 200 to 400: mean/prediction over 10 seed sets "
+        "beyond the base seeds 0.976-1.016 (mean 0.999) at T = 200 (24 networks), 0.978-1.015 (mean 1.001, sd 1.3%) "
+        "at T = 300 (16), 0.978-1.033 (mean 0.999, sd 1.65%) at T = 400 (12, the former quick mode, which "
+        "resolved 7.0% for 1.4x the CPU); measured before at T = 800: +2.4% (gamma = 2), +1.1% (gamma = 0.1).  "
+        "The base seeds resolve 5.3%, the 10 others 5.2-6.9%"),
+    quick=dict(T=300, gamma=0.5, seeds=16),
     full=dict(T=800, gamma=2.0, seeds=4),
     mutants={
         **off_exponent(-0.5),
         "isometric radius sqrt(c/T)": lambda p, s: theory.bulk_radius(s["T"], s["s2"]),
         "c (1 + 1/gamma) / T": lambda p, s: math.sqrt(theory.c(s["s2"]) * (1 + 1 / s["gamma"]) / s["T"]),
-        **off_by(0.11),
+        **off_by(0.1),
     },
     base_seeds=(750, 1750, 2750),
-    coarse=("the largest bulk modulus has a finite-T offset of -2.4% to +2.4% (measured, not derived) and one "
-            "network's spreads by 4-6%; the disc and Frobenius statistics do not apply (the bulk is not a uniform "
-            "disc: ||A_perp||_F / sqrt(T) is 0.64 of the radius at gamma = 0.5), so the check resolves ~6-8%"),
+    coarse=("the largest bulk modulus has a finite-T offset (measured, not derived: below 1% at gamma = 0.5, up to "
+            "2.4% at gamma = 2) and one network's spreads by ~5%; the disc and Frobenius statistics do not apply "
+            "(the bulk is not a uniform disc: ||A_perp||_F / sqrt(T) is 0.64 of the radius at gamma = 0.5), so the "
+            "check resolves ~5-7%"),
 )
 def noniso_bulk_radius(*, T, gamma, seeds, s2=LN2, seed=750, device=None) -> Comparison:
     d = round(gamma * T)
