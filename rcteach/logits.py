@@ -21,6 +21,7 @@ import torch
 
 from . import _validate
 from .device import make_generator, resolve
+from .linalg import matmul
 from .tokens import orthonormal_tokens
 
 __all__ = ["random_logits", "qk_logits", "qk_weights", "random_qk_logits", "leading_term"]
@@ -77,9 +78,9 @@ def qk_logits(X, W_Q, W_K, *, beta=1.0) -> torch.Tensor:
 
 def qk_logits_unchecked(X, W_Q, W_K, beta):
     """:func:`qk_logits` of validated arguments: no checks (the layers of :func:`rcteach.propagate`)."""
-    Q = X @ W_Q  # (*batch, T, d_qk)
-    K = X @ W_K  # (*batch, T, d_qk)
-    return (beta / math.sqrt(Q.shape[-1])) * (Q @ K.transpose(-2, -1))  # (*batch, T, T)
+    Q = matmul(X, W_Q)  # (*batch, T, d_qk)
+    K = matmul(X, W_K)  # (*batch, T, d_qk)
+    return (beta / math.sqrt(Q.shape[-1])) * matmul(Q, K.transpose(-2, -1))  # (*batch, T, T)
 
 
 def qk_weights(d, d_qk, s2, *, batch=(), generator=None, device=None, dtype=None) -> tuple[torch.Tensor, torch.Tensor]:

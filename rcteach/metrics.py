@@ -17,7 +17,6 @@ import numpy as np
 import torch
 
 from . import _validate, linalg
-from .grid_kernels import _mm
 from .top_eigen import top_and_rest_unchecked
 
 __all__ = ["squared_singular_values", "stable_rank_from_squared", "unit_scaled", "frobenius_norm", "stable_rank",
@@ -113,7 +112,8 @@ def stable_ranks_unchecked(X, *, lanczos=True) -> tuple[torch.Tensor, torch.Tens
         sq = squared_singular_values(X)
         return stable_rank_from_squared(sq), stable_rank_from_squared(sq, gram=True)
     Y = X.detach().reshape(-1, *X.shape[-2:])
-    flat = _mm(Y, Y.mT) if X.shape[-2] <= X.shape[-1] else _mm(Y.mT, Y)  # the Gram matrices S; numpy's syrk on the CPU
+    # the Gram matrices S (numpy's syrk on the CPU)
+    flat = linalg.matmul(Y, Y.mT) if X.shape[-2] <= X.shape[-1] else linalg.matmul(Y.mT, Y)
     lam, rest = top_and_rest_unchecked(flat, lanczos=lanczos)
     trace = flat.diagonal(dim1=-2, dim2=-1).sum(-1, dtype=torch.float64)
     batch = X.shape[:-2]
