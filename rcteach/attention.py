@@ -94,6 +94,22 @@ def attention_map(logits: torch.Tensor, mask=None, *, activation="softmax", bias
     return attention_map_unchecked(logits, mask, activation=activation, bias=bias, centred=centred)
 
 
+SMALL_SOFTMAX = 16
+"""Below this many tokens, on the CPU, :func:`attention_map` computes softmax as exp(l - max l) / sum: torch's
+kernel is not vectorised along so short a row.  Measured (AMD EPYC, one thread, 2^18 logits): 4.3x faster at
+T = 8 in float64, 5.3x in float32, 3.0x at T = 12; at T = 16 torch's float32 kernel is faster (float64: 2.8x
+slower).  The same values to rounding (1 ulp)."""
+
+
+def _softmax(logits) -> torch.Tensor:
+    """softmax(logits) over the last dimension (see :data:`SMALL_SOFTMAX`); the shift by the row maximum is
+    detached (softmax does not depend on it), so autograd differentiates the softmax itself."""
+    if logits.shape[-1] >= SMALL_SOFTMAX or logits.device.type != "cpu":
+        return torch.softmax(logits, dim=-1)
+    e = (logits - logits.detach().amax(-1, keepdim=True)).exp()
+    return e / e.sum(-1, keepdim=True)
+
+
 def attention_map_unchecked(logits, mask, *, activation="softmax", bias=0.0, centred=False):
     """:func:`attention_map` of validated arguments, ``mask`` None or on the logits' device: no checks,
     for the layers of :func:`rcteach.propagate`, validated once at their entry."""
@@ -101,7 +117,7 @@ def attention_map_unchecked(logits, mask, *, activation="softmax", bias=0.0, cen
     if activation == "softmax":
         if mask is not None:
             logits = logits.masked_fill(~mask, -math.inf)
-        A = torch.softmax(logits, dim=-1)
+        A = _softmax(logits)
     else:
         f = torch.relu(logits) if activation == "relu" else torch.sigmoid(logits + bias)
         if mask is None:

@@ -34,6 +34,7 @@ import torch
 from . import _validate
 from .attention import ATTENTIONS, attention_map_unchecked
 from .device import make_generator
+from .linalg import matmul
 from .logits import qk_logits_unchecked, qk_weights
 from .masks import check_batch_mask, check_mask
 from .norms import NORMS, normalise_unchecked
@@ -278,9 +279,9 @@ def forward(X, config: LayerConfig, w: LayerWeights) -> torch.Tensor:
         A = config.attention_scale * A
     if w.keep is not None:
         A = A * w.keep / (1.0 - config.dropout)
-    Y = A @ Z  # (*batch, T, d)
+    Y = matmul(A, Z)  # (*batch, T, d)
     if w.W_V is not None:
-        Y = Y @ w.W_V
+        Y = matmul(Y, w.W_V)
     if config.skip is not None:
         Y = X + config.skip * Y
     return Y if pre else normalise_unchecked(Y, config.norm)

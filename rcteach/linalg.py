@@ -54,7 +54,22 @@ import torch
 from . import _validate
 
 __all__ = ["LinAlgFailure", "eigvals", "eigvalsh", "svdvals", "eigvals_unchecked", "eigvalsh_unchecked",
-           "svdvals_unchecked"]
+           "svdvals_unchecked", "matmul"]
+
+
+def matmul(a, b) -> torch.Tensor:
+    """a @ b (batched, broadcast as ``torch.matmul``); for real float CPU tensors that autograd does not record,
+    through numpy's matmul (OpenBLAS, one gemm per matrix), the same product to rounding.
+
+    torch's batched CPU kernel is slow on small matrices: measured (AMD EPYC, one thread) 0.87 ms against
+    0.15 ms for (4096, 8, 4) x (4096, 4, 4) in float64, 0.125 against 0.02 for (24, 128, 16) x (24, 16, 16) in
+    float32, and still 9.3 against 7.2 for (64, 128, 128) x (64, 128, 128) in float64 (10.2 against 6.5 ms for
+    the grid's (125, 150, 151) x (125, 151, 150)).  Elsewhere (a GPU, autograd, other dtypes): ``a @ b``."""
+    if (a.device.type == "cpu" and b.device.type == "cpu" and a.dtype == b.dtype
+            and a.dtype in (torch.float32, torch.float64) and a.dim() >= 2 and b.dim() >= 2
+            and not (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad))):
+        return torch.from_numpy(np.matmul(a.detach().numpy(), b.detach().numpy()))
+    return a @ b
 
 
 class LinAlgFailure(RuntimeError):

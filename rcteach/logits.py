@@ -21,6 +21,7 @@ import torch
 
 from . import _validate
 from .device import make_generator, resolve
+from .linalg import matmul
 
 __all__ = ["random_logits", "qk_logits", "qk_weights", "random_qk_logits", "leading_term"]
 
@@ -76,12 +77,12 @@ def qk_logits(X, W_Q, W_K, *, beta=1.0) -> torch.Tensor:
 
 def qk_logits_unchecked(X, W_Q, W_K, beta):
     """:func:`qk_logits` of validated arguments: no checks (the layers of :func:`rcteach.propagate`)."""
-    return _scores(X @ W_Q, X @ W_K, beta)  # queries and keys (*batch, T, d_qk)
+    return _scores(matmul(X, W_Q), matmul(X, W_K), beta)  # queries and keys (*batch, T, d_qk)
 
 
 def _scores(Q, K, beta):
     """beta Q K^T / sqrt(d_qk) of queries and keys Q, K (*batch, T, d_qk): logits (*batch, T, T)."""
-    return (beta / math.sqrt(Q.shape[-1])) * (Q @ K.transpose(-2, -1))
+    return (beta / math.sqrt(Q.shape[-1])) * matmul(Q, K.transpose(-2, -1))
 
 
 def qk_weights(d, d_qk, s2, *, batch=(), generator=None, device=None, dtype=None) -> tuple[torch.Tensor, torch.Tensor]:

@@ -97,7 +97,7 @@ def stable_rank(X, *, gram=False) -> torch.Tensor:
     return stable_ranks_unchecked(X / norm[..., None, None])[int(gram)]
 
 
-def stable_ranks_unchecked(X) -> tuple[torch.Tensor, torch.Tensor]:
+def stable_ranks_unchecked(X, *, lanczos=True) -> tuple[torch.Tensor, torch.Tensor]:
     """Both stable ranks of X (*batch, m, n), (Frobenius, Gram), each (*batch,) in X's dtype; NaN where X = 0.
 
     From the smaller Gram matrix S (X X^T or X^T X) with eigenvalues lam_1 >= lam_2 >= ...:
@@ -105,13 +105,16 @@ def stable_ranks_unchecked(X) -> tuple[torch.Tensor, torch.Tensor]:
     :func:`rcteach.top_eigen.top_and_rest` (certified Lanczos for large matrices on the CPU, else LAPACK).
     While autograd records X: from all the squared singular values (:func:`squared_singular_values`, which
     keeps the graph).  No validation; scale X first (:func:`unit_scaled`) where its squares could overflow.
+    ``lanczos=False`` skips the Lanczos attempt (:func:`rcteach.top_eigen.top_and_rest_unchecked`): for outputs
+    whose Gram matrix has no dominant eigenvalue (A_perp X W), the same values to rounding, for less work.
     """
     if X.requires_grad and torch.is_grad_enabled():
         sq = squared_singular_values(X)
         return stable_rank_from_squared(sq), stable_rank_from_squared(sq, gram=True)
-    S = X @ X.mT if X.shape[-2] <= X.shape[-1] else X.mT @ X
-    flat = S.reshape(-1, *S.shape[-2:])
-    lam, rest = top_and_rest_unchecked(flat)
+    Y = X.detach().reshape(-1, *X.shape[-2:])
+    # the Gram matrices S (numpy's syrk on the CPU)
+    flat = linalg.matmul(Y, Y.mT) if X.shape[-2] <= X.shape[-1] else linalg.matmul(Y.mT, Y)
+    lam, rest = top_and_rest_unchecked(flat, lanczos=lanczos)
     trace = flat.diagonal(dim1=-2, dim2=-1).sum(-1, dtype=torch.float64)
     batch = X.shape[:-2]
     return (trace / lam).reshape(batch).to(X.dtype), (1 + rest / lam.square()).reshape(batch).to(X.dtype)

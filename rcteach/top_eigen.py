@@ -251,10 +251,14 @@ def top_and_rest(S) -> tuple[torch.Tensor, torch.Tensor]:
     return top_and_rest_unchecked(S)
 
 
-def top_and_rest_unchecked(S) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`top_and_rest` without the input checks (the stable ranks of the grid, ``propagate`` and ``metrics``)."""
+def top_and_rest_unchecked(S, *, lanczos=True) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`top_and_rest` without the input checks (the stable ranks of the grid, ``propagate`` and ``metrics``).
+
+    ``lanczos=False``: the dense route directly, for matrices known to have no dominant eigenvalue (the Gram
+    matrices of A_perp outputs: a Wishart-like spread spectrum), where the certificate fails anyway (module doc)
+    and the attempt only adds a working copy and a few steps.  The same values, to rounding."""
     S = S.detach()
-    if S.device.type != "cpu" or S.shape[-1] < LANCZOS_MIN_SIZE or not S.shape[0]:
+    if not lanczos or S.device.type != "cpu" or S.shape[-1] < LANCZOS_MIN_SIZE or not S.shape[0]:
         return _dense_top_and_rest(S)
     A, unit, fro2 = _working_copy(S)
     top = _lanczos(A, unit, fro2, max_steps(S.shape[-1]), 0)

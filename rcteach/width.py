@@ -32,7 +32,7 @@ import torch
 from . import _validate
 from .attention import ATTENTIONS, LN2, qk_attention, random_attention
 from .device import make_generator, resolve
-from .grid_kernels import bartlett
+from .grid_kernels import _mm, _mm_lower, bartlett
 from .logits import qk_weights
 from .metrics import squared_singular_values, stable_ranks_unchecked
 from .norms import NORMS, normalise_unchecked
@@ -97,14 +97,15 @@ def width_gram_factors(T, gamma, s2=LN2, *, seeds=1, centred=False, seed=None, d
     gen = make_generator(seed, None, device)
     A = random_attention(T, s2, batch=seeds, centred=centred, generator=gen, device=device, dtype=dtype)
     if d < T:
-        return A @ torch.randn(seeds, T, d, generator=gen, device=device, dtype=dtype)
-    return A @ bartlett(T, d, gens=[gen], seeds=seeds, dtype=dtype, device=device)
+        return _mm(A, torch.randn(seeds, T, d, generator=gen, device=device, dtype=dtype))
+    return _mm_lower(A, bartlett(T, d, gens=[gen], seeds=seeds, dtype=dtype, device=device))  # BLAS trmm
 
 
-def stable_ranks_of(out, *, norm=None, gram=False) -> torch.Tensor:
-    """Stable ranks (seeds,) of layer outputs ``out`` (seeds, T, d), normalised token by token first (``norm``)."""
+def stable_ranks_of(out, *, norm=None, gram=False, lanczos=True) -> torch.Tensor:
+    """Stable ranks (seeds,) of layer outputs ``out`` (seeds, T, d), normalised token by token first (``norm``);
+    ``lanczos=False`` for outputs without a dominant singular value (:func:`rcteach.metrics.stable_ranks_unchecked`)."""
     out = normalise_unchecked(out, _validate.choice("norm", norm, NORMS))
-    ranks = stable_ranks_unchecked(out)[int(_validate.flag("gram", gram))]  # NaN where out = 0
+    ranks = stable_ranks_unchecked(out, lanczos=lanczos)[int(_validate.flag("gram", gram))]  # NaN where out = 0
     if torch.isnan(ranks).any():
         raise ValueError("the layer output is zero (at s2 = 0 attention is uniform and A_perp = 0); "
                          "its stable rank is undefined")
@@ -214,4 +215,4 @@ def noniso_width_ranks(T, d, s2=LN2, *, seeds=1, seed=0, device=None) -> torch.T
     A = random_attention(T, s2, batch=seeds, centred=True, generator=g, device=device, dtype=f64)
     X = normalise_unchecked(gaussian_tokens(T, d, batch=seeds, generator=g, device=device, dtype=f64), "rms")
     W_V = torch.randn(seeds, d, d, generator=g, device=device, dtype=f64)
-    return stable_ranks_of(A @ X @ W_V).cpu()
+    return stable_ranks_of(_mm(_mm(A, X), W_V), lanczos=False).cpu()  # A_perp: no dominant singular value

@@ -17,7 +17,7 @@ from rcteach import (
     spectrum_distance,
     uniform_attention,
 )
-from rcteach.attention import noniso_attention
+from rcteach.attention import attention_map_unchecked, noniso_attention
 
 T = 6
 
@@ -418,3 +418,20 @@ def test_noniso_attention_rows_and_logit_variance():
     assert torch.equal(A, noniso_attention(128, 128, s2, seeds=2, seed=3))
     assert noniso_attention(6, 3, seeds=1, seed=0).shape == (1, 6, 6)  # d < T allowed
 
+
+
+@pytest.mark.parametrize("T", [2, 8, 15, 16, 40])
+def test_small_softmax_matches_torch(T):
+    """Below SMALL_SOFTMAX tokens the softmax is exp(l - max)/sum: torch.softmax's values to rounding, masked
+    (-inf) entries exactly 0, and autograd gives torch's gradient."""
+    g = torch.Generator().manual_seed(T)
+    logits = 3 * torch.randn(4, T, T, generator=g, dtype=torch.float64, requires_grad=True)
+    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    A = attention_map_unchecked(logits, mask)
+    reference = torch.softmax(logits.masked_fill(~mask, -math.inf), dim=-1)
+    torch.testing.assert_close(A, reference, rtol=1e-14, atol=1e-15)
+    assert (A[..., ~mask] == 0).all()
+    weights = torch.randn(4, T, T, generator=g, dtype=torch.float64)
+    mine, = torch.autograd.grad((A * weights).sum(), logits)
+    theirs, = torch.autograd.grad((reference * weights).sum(), logits)
+    torch.testing.assert_close(mine, theirs, rtol=1e-12, atol=1e-14)

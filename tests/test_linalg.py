@@ -125,3 +125,22 @@ def test_cuda_fallback_comes_back_on_the_device(monkeypatch):
     for name in NAMES:
         out = getattr(linalg, name)(A)
         assert out.device.type == "cuda" and torch.isfinite(out).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_matmul_is_the_product(dtype):
+    """linalg.matmul (numpy's BLAS on the CPU) equals a @ b to rounding, broadcast as torch broadcasts; under
+    autograd it is torch's product and keeps the graph."""
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(5, 7, 3, generator=g, dtype=dtype)
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=1e-12, atol=1e-12)
+    for b in (torch.randn(5, 3, 4, generator=g, dtype=dtype), torch.randn(3, 4, generator=g, dtype=dtype),
+              a.mT):
+        out = linalg.matmul(a, b)
+        assert out.dtype == dtype and out.shape == (a @ b).shape
+        torch.testing.assert_close(out, a @ b, **tol)
+    w = torch.randn(3, 3, generator=g, dtype=dtype, requires_grad=True)
+    out = linalg.matmul(a, w)
+    assert out.requires_grad
+    out.sum().backward()
+    torch.testing.assert_close(w.grad, a.sum((0, 1))[:, None].expand(3, 3), **tol)

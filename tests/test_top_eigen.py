@@ -84,6 +84,18 @@ def test_a_failed_certificate_falls_back_to_lapack(monkeypatch):
     assert torch.equal(lam, dense[0]) and torch.equal(rest, dense[1])
 
 
+def test_lanczos_false_is_the_dense_route():
+    """lanczos=False goes straight to LAPACK: the dense route's numbers, for any matrix (the same values as the
+    default to 1e-12 where Lanczos would certify)."""
+    for name in ("spread spectrum (Wishart)", "spiked Wishart"):
+        S = _cases()[name]
+        lam, rest = top_eigen.top_and_rest_unchecked(S, lanczos=False)
+        dense = top_eigen._dense_top_and_rest(S)
+        assert torch.equal(lam, dense[0]) and torch.equal(rest, dense[1])
+        lam_d, rest_d = top_eigen.top_and_rest_unchecked(S)
+        assert torch.allclose(lam, lam_d, rtol=1e-12, atol=0) and torch.allclose(rest, rest_d, rtol=1e-10, atol=0)
+
+
 def test_breakdown_is_handled_and_same_seed_same_numbers():
     """diag(2, 1, ..., 1): the Krylov space of any start is invariant after two steps (S q = q + q_1 e_1), and
     the mass outside it (M - 2) is above lam_1^2 = 4: the iteration restarts instead of dividing by beta = 0,

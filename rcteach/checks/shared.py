@@ -48,6 +48,7 @@ _KEEP = 64
 @functools.lru_cache(maxsize=8)
 def width_ranks(T, gamma, s2, seeds, seed, device=None, centred=False) -> tuple[torch.Tensor, torch.Tensor]:
     """Both stable ranks (Frobenius, Gram), each (seeds,), of i.i.d.-attention outputs A X0 W_V (or A_perp X0 W_V),
-    drawn exactly in law as :func:`rcteach.width.width_gram_factors` with ``seed``; cached (do not modify them)."""
+    drawn exactly in law as :func:`rcteach.width.width_gram_factors` with ``seed``; cached (do not modify them).
+    Centred outputs have no dominant singular value: no Lanczos attempt (the same values, to rounding)."""
     return stable_ranks_unchecked(width_gram_factors(T, gamma, s2, seeds=seeds, centred=centred, seed=seed,
-                                                     device=device))
+                                                     device=device), lanczos=not centred)
