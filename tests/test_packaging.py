@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import signal
 import subprocess
@@ -61,6 +62,20 @@ def test_configure_sets_the_count_unless_the_user_chose():
         assert threads.configure({"OMP_NUM_THREADS": "8"}) == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_a_default_environment_gets_one_blas_thread_too():
+    """With no thread variable, numpy's OpenBLAS (loaded by the import) and scipy's (loaded after it) run one
+    thread, as torch does: a fresh process, the variables removed."""
+    unset = (*threads.USER_ENV, threads.THREADS_ENV, threads.OPENBLAS_ENV)
+    env = {k: v for k, v in os.environ.items() if k not in unset}
+    code = ("import rcteach, torch, threadpoolctl, scipy.linalg\n"
+            "pools = [p['num_threads'] for p in threadpoolctl.threadpool_info() if p['user_api'] == 'blas']\n"
+            "print(torch.get_num_threads(), len(pools), max(pools))")
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    torch_threads, pools, most = map(int, run.stdout.split())
+    assert (torch_threads, most) == (1, 1) and pools >= 2  # numpy's and scipy's OpenBLAS
 
 
 # -- optional extras: SKIPPED ------------------------------------------------------------------
