@@ -229,7 +229,8 @@ def test_two_sweeps_at_once(fresh, reference, tmp_path, capsys):
     errors = [(tmp_path / f"err{i}").read_text() for i in range(2)]
     assert 0 in codes and set(codes) <= {0, 2}, (codes, errors)
     for code, err in zip(codes, errors):
-        assert code == 0 or "is in use by pid" in err, err
+        # "by pid N", or "by another process" when the holder has locked but not yet written its pid
+        assert code == 0 or "is in use by" in err, err
     assert (out / "depth.csv").read_bytes() == reference
 
 
