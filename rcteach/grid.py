@@ -79,8 +79,9 @@ import torch
 from . import _validate, denormals
 from .attention import LN2
 from .device import resolve
-from .grid_kernels import (_draws, _initial, _layernorm, _metrics, _mm, _mm_lower, _Rotation, bartlett, centred_softmax,
+from .grid_kernels import (_draws, _initial, _layernorm, _metrics, _mm_lower, _Rotation, bartlett, centred_softmax,
                            centred_softmax_unchecked)
+from .linalg import matmul
 from .sweep import SweepTable, check_executor, point_seed, sweep
 from .top_eigen import top_and_rest
 from .width import width_dims
@@ -192,7 +193,7 @@ def _run(names, T, d, depth, seeds, seed, authors_skip, dtype, device) -> dict:
         if qk:  # logits (X W_Q)(X W_K)^T / sqrt(d) = kappa (H G)(C L)^T / d^1.5 up to row constants
             G = _draws(gens, seeds, (p, p), dtype, device)
             L = bartlett(p, d, gens=gens, seeds=seeds, dtype=dtype, device=device)
-            B, log_att = centred_softmax_unchecked(_mm(_mm(O(Z), G), _mm_lower(C, L).mT) / d ** 1.5, 2 * log_norm)
+            B, log_att = centred_softmax_unchecked(matmul(matmul(O(Z), G), _mm_lower(C, L).mT) / d ** 1.5, 2 * log_norm)
         else:  # i.i.d. logits, drawn only for the configurations with attention
             B, log_att = centred_softmax_unchecked(math.sqrt(LN2) * _draws(att_gens, seeds, (T, T), dtype, device))
         if len(identity):  # no logits drawn for Identity A: log_att 0 there
@@ -202,19 +203,19 @@ def _run(names, T, d, depth, seeds, seed, authors_skip, dtype, device) -> dict:
         scale = torch.where(centred, 0.0, log_att).exp().to(dtype)[:, None, None]
         if len(identity):  # Identity A: X' = X W_V
             Y = Z.clone()
-            Y[attends] = O(_mm(B, C[attends])) * scale[attends]
+            Y[attends] = O(matmul(B, C[attends])) * scale[attends]
             Y[attends, 0] += one_plain[attends, None] * Z[attends, 0]
         else:
-            Y = O(_mm(B, C)).mul_(scale)  # (n, T, p)
+            Y = O(matmul(B, C)).mul_(scale)  # (n, T, p)
             Y[:, 0] += one_plain[:, None] * Z[:, 0]
         log_term = log_a + torch.where(centred, log_att, 0.0)  # log of the factor on A X W_V
         if skip:  # W_V's e column, its k state directions, the Bartlett factor of the other d - 1 - k
             W = _draws(gens, seeds, (p, p), dtype, device)
             if d - p:
-                YW = torch.cat([_mm(Y, W), _mm_lower(Y, bartlett(p, d - p, gens=gens, seeds=seeds, dtype=dtype,
+                YW = torch.cat([matmul(Y, W), _mm_lower(Y, bartlett(p, d - p, gens=gens, seeds=seeds, dtype=dtype,
                                                                  device=device))], dim=-1)
             else:
-                YW = _mm(Y, W)
+                YW = matmul(Y, W)
             Y = log_term.exp().to(dtype)[:, None, None] * YW
             Y[..., :p] += Z
             if d - p:  # rotate the e^perp part (width 2k + 1) back to k = T columns
@@ -222,7 +223,7 @@ def _run(names, T, d, depth, seeds, seed, authors_skip, dtype, device) -> dict:
         else:  # W_V's e column, then the Bartlett factor of its d - 1 others (zero columns dropped)
             e_col = _draws(gens, seeds, (p, 1), dtype, device)
             L = bartlett(p, d - 1, gens=gens, seeds=seeds, dtype=dtype, device=device)
-            Y = torch.cat([_mm(Y, e_col), _mm_lower(Y, L)[..., :min(p, d - 1)]], dim=-1)
+            Y = torch.cat([matmul(Y, e_col), _mm_lower(Y, L)[..., :min(p, d - 1)]], dim=-1)
             log_norm = log_norm + log_term
         if len(ln):
             Y[ln] = _layernorm(Y[ln], O, T)

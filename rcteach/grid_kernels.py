@@ -14,8 +14,9 @@ import math
 
 import torch
 
-from . import _validate, linalg
+from . import _validate
 from .device import resolve
+from .linalg import matmul
 from .top_eigen import top_and_rest_unchecked
 
 __all__ = ["bartlett", "centred_softmax"]
@@ -179,21 +180,18 @@ def _layernorm(Z, O, T) -> torch.Tensor:
     return torch.cat([torch.zeros_like(Z[..., :1]), Y], dim=-1)
 
 
-_mm = linalg.matmul  # a @ b for batches (n, ., .), through numpy's matmul on the CPU (one BLAS gemm per matrix)
-
-
 TRMM_MIN_SIZE = 200
 """Smallest p for which :func:`_mm_lower` multiplies by BLAS ``trmm`` matrix by matrix; below it one batched
-product (:func:`_mm`) is cheaper.  Measured (AMD EPYC, one thread, float32, (n, T, T + 1) x (n, T + 1, T + 1)):
-trmm against the batched product 10.5 / 9.4 ms at T = 150 (n = 65), 6.5 / 7.0 at 200 (n = 20), 7.8 / 9.8 at
-300 (n = 10), 81 / 140 at 1000 (n = 5)."""
+product (:func:`rcteach.linalg.matmul`) is cheaper.  Measured (AMD EPYC, one thread, float32, (n, T, T + 1) x
+(n, T + 1, T + 1)): trmm against the batched product 10.5 / 9.4 ms at T = 150 (n = 65), 6.5 / 7.0 at 200
+(n = 20), 7.8 / 9.8 at 300 (n = 10), 81 / 140 at 1000 (n = 5)."""
 
 
 def _mm_lower(a, L) -> torch.Tensor:
     """a @ L for a (n, T, p) and lower-triangular L (n, p, p) (Bartlett factors); on the CPU from
     p = :data:`TRMM_MIN_SIZE` on through BLAS ``trmm``, half the flops of a product."""
     if a.device.type != "cpu" or L.shape[-1] < TRMM_MIN_SIZE:
-        return _mm(a, L)
+        return matmul(a, L)
     import numpy as np
     from scipy.linalg import blas
 
@@ -212,7 +210,7 @@ def _metrics(Z, log_norm) -> dict:
     stable_rank = tr S / lam_1, stable_rank_gram = 1 + sum_{i >= 2} lam_i^2 / lam_1^2
     (:func:`rcteach.top_eigen.top_and_rest`: certified Lanczos for large T, else LAPACK).
     """
-    S = _mm(Z, Z.mT) if Z.shape[-2] <= Z.shape[-1] else _mm(Z.mT, Z)  # numpy computes a @ a^T with syrk
+    S = matmul(Z, Z.mT) if Z.shape[-2] <= Z.shape[-1] else matmul(Z.mT, Z)  # numpy computes a @ a^T with syrk
     lam, rest = top_and_rest_unchecked(S)
     Z = Z.to(torch.float64)
     return {"stable_rank": S.diagonal(dim1=-2, dim2=-1).sum(-1, dtype=torch.float64) / lam,

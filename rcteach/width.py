@@ -32,7 +32,8 @@ import torch
 from . import _validate
 from .attention import ATTENTIONS, LN2, qk_attention, random_attention
 from .device import make_generator, resolve
-from .grid_kernels import _mm, _mm_lower, bartlett
+from .grid_kernels import _mm_lower, bartlett
+from .linalg import matmul
 from .logits import qk_weights
 from .metrics import squared_singular_values, stable_ranks_unchecked
 from .norms import NORMS, normalise_unchecked
@@ -97,7 +98,7 @@ def width_gram_factors(T, gamma, s2=LN2, *, seeds=1, centred=False, seed=None, d
     gen = make_generator(seed, None, device)
     A = random_attention(T, s2, batch=seeds, centred=centred, generator=gen, device=device, dtype=dtype)
     if d < T:
-        return _mm(A, torch.randn(seeds, T, d, generator=gen, device=device, dtype=dtype))
+        return matmul(A, torch.randn(seeds, T, d, generator=gen, device=device, dtype=dtype))
     return _mm_lower(A, bartlett(T, d, gens=[gen], seeds=seeds, dtype=dtype, device=device))  # BLAS trmm
 
 
@@ -215,4 +216,4 @@ def noniso_width_ranks(T, d, s2=LN2, *, seeds=1, seed=0, device=None) -> torch.T
     A = random_attention(T, s2, batch=seeds, centred=True, generator=g, device=device, dtype=f64)
     X = normalise_unchecked(gaussian_tokens(T, d, batch=seeds, generator=g, device=device, dtype=f64), "rms")
     W_V = torch.randn(seeds, d, d, generator=g, device=device, dtype=f64)
-    return stable_ranks_of(_mm(_mm(A, X), W_V), lanczos=False).cpu()  # A_perp: no dominant singular value
+    return stable_ranks_of(matmul(matmul(A, X), W_V), lanczos=False).cpu()  # A_perp: no dominant singular value
